@@ -1,0 +1,242 @@
+"""Siamese bi-encoder student: one backbone encodes each side of a pair independently.
+
+Self-contained (relative imports only) so a saved model loads with ``trust_remote_code=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_hf_distill import SiameseConfig
+from .modeling_common import (
+    TokenizerCarryingModel,
+    build_backbone,
+    capture_queries_keys,
+    detach_pooler,
+    model_type_of,
+    pool_tokens,
+    require_eager_attention,
+    task_loss,
+)
+
+
+@dataclass
+class SiameseEncoding(ModelOutput):
+    """One side encoded: pooled embedding, token states and, on request, per-layer internals."""
+
+    embeddings: torch.Tensor | None = None
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+    queries: tuple[torch.Tensor, ...] | None = None
+    keys: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class SiameseOutput(ModelOutput):
+    """Output of [`SiameseModel`].
+
+    Args:
+        loss: task loss (cross-entropy, or MSE for the cosine head) when labels are given.
+        logits: (B, num_labels) class scores, or (B, 1) cosine similarity; None for head="none".
+        embeddings_a / embeddings_b: pooled sentence embeddings u and v.
+        side_a / side_b: [`SiameseEncoding`] of each side (hidden states, attentions, queries/keys on request).
+    """
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    embeddings_a: torch.Tensor | None = None
+    embeddings_b: torch.Tensor | None = None
+    side_a: SiameseEncoding | None = None
+    side_b: SiameseEncoding | None = None
+
+
+class SiameseModel(TokenizerCarryingModel):
+    """A bi-encoder: u = pool(encoder(a)), v = pool(encoder(b)); a head scores the pair.
+
+    Example:
+        >>> model = SiameseModel.from_backbone("sentence-transformers/all-MiniLM-L6-v2", head="cosine")
+        >>> embeddings = model.encode(["A man is eating.", "Someone eats."], normalize=True)
+    """
+
+    config_class = SiameseConfig
+    config: SiameseConfig
+
+    def __init__(self, config: SiameseConfig, backbone: PreTrainedModel | None = None):
+        super().__init__(config)
+        self.backbone = backbone if backbone is not None else build_backbone(config.encoder)
+        hidden = config.encoder.hidden_size
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        if config.head == "classification":
+            features = (4 if config.use_product else 3) * hidden
+            self.classifier = nn.Linear(features, config.num_labels)
+        self.post_init()
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_backbone(
+        cls,
+        backbone: str | PreTrainedModel,
+        tokenizer=None,
+        pooling: str = "mean",
+        head: str = "classification",
+        num_labels: int = 2,
+        **kwargs,
+    ) -> "SiameseModel":
+        """Wrap a pretrained backbone (Hub id, local folder or model) as a Siamese student.
+
+        Extra keyword arguments that are `SiameseConfig` fields (use_product, id2label, label2id,
+        classifier_dropout...) configure the student; the others (attn_implementation, dtype,
+        revision...) go to `AutoModel.from_pretrained`.
+        """
+        config_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _SIAMESE_FIELDS}
+        if head == "cosine":
+            num_labels = 1
+        probe = SiameseConfig(pooling=pooling, head=head, num_labels=num_labels, **config_kwargs)  # validate first
+        if isinstance(backbone, str):
+            name = backbone
+            backbone = AutoModel.from_pretrained(name, **kwargs)
+            tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name)
+        detach_pooler(backbone)
+        probe.encoder = backbone.config
+        model = cls(probe, backbone=backbone)
+        model.tokenizer = tokenizer
+        return model
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """Load a saved Siamese student, or wrap a plain backbone checkpoint (like sentence-transformers)."""
+        if "config" not in kwargs and model_type_of(pretrained_model_name_or_path, kwargs) != SiameseConfig.model_type:
+            return cls.from_backbone(str(pretrained_model_name_or_path), **kwargs)
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
+    # ------------------------------------------------------------------ forward
+    def encode_side(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        output_query_key: bool = False,
+    ) -> SiameseEncoding:
+        """Encode one side alone and pool it."""
+        if output_attentions:
+            require_eager_attention(self.backbone)
+        kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        capture = capture_queries_keys(self.backbone) if output_query_key else contextlib.nullcontext()
+        with capture as record:
+            out = self.backbone(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                output_hidden_states=output_hidden_states,
+                output_attentions=output_attentions,
+                return_dict=True,
+                **kwargs,
+            )
+        return SiameseEncoding(
+            embeddings=pool_tokens(out.last_hidden_state, attention_mask, self.config.pooling),
+            last_hidden_state=out.last_hidden_state,
+            hidden_states=out.hidden_states if output_hidden_states else None,
+            attentions=out.attentions if output_attentions else None,
+            queries=tuple(record["queries"]) if record else None,
+            keys=tuple(record["keys"]) if record else None,
+        )
+
+    def score(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+        """Apply the head to two embeddings: class logits (B, C) or cosine (B, 1)."""
+        if self.config.head == "cosine":
+            return F.cosine_similarity(u, v, dim=-1).unsqueeze(-1)
+        if self.config.head == "classification":
+            features = [u, v, (u - v).abs()] + ([u * v] if self.config.use_product else [])
+            return self.classifier(self.dropout(torch.cat(features, dim=-1)))
+        return None
+
+    def forward(
+        self,
+        input_ids_a: torch.Tensor,
+        attention_mask_a: torch.Tensor,
+        input_ids_b: torch.Tensor | None = None,
+        attention_mask_b: torch.Tensor | None = None,
+        token_type_ids_a: torch.Tensor | None = None,
+        token_type_ids_b: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        output_query_key: bool = False,
+        return_dict: bool = True,
+        **_unused,
+    ) -> SiameseOutput:
+        flags = dict(
+            output_hidden_states=bool(output_hidden_states),
+            output_attentions=bool(output_attentions),
+            output_query_key=output_query_key,
+        )
+        side_a = self.encode_side(input_ids_a, attention_mask_a, token_type_ids_a, **flags)
+        side_b = None
+        logits = None
+        if input_ids_b is not None:
+            side_b = self.encode_side(input_ids_b, attention_mask_b, token_type_ids_b, **flags)
+            logits = self.score(side_a.embeddings, side_b.embeddings)
+        loss = task_loss(logits, labels) if labels is not None and logits is not None else None
+        return SiameseOutput(
+            loss=loss,
+            logits=logits,
+            embeddings_a=side_a.embeddings,
+            embeddings_b=side_b.embeddings if side_b is not None else None,
+            side_a=side_a,
+            side_b=side_b,
+        )
+
+    # ------------------------------------------------------------------ inference
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        normalize: bool = False,
+        max_length: int | None = None,
+        convert_to_numpy: bool = False,
+    ):
+        """Embed sentences in batches (longest first, order restored), like `SentenceTransformer.encode`."""
+        if self.tokenizer is None:
+            raise ValueError("tokenizer=None: this model has no tokenizer; set model.tokenizer before encode().")
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r} must be >= 1.")
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        was_training = self.training
+        self.eval()
+        chunks = []
+        starts = range(0, len(texts), batch_size)
+        if show_progress_bar:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc="Encoding", unit="batch")
+        for start in starts:
+            batch = [texts[i] for i in order[start : start + batch_size]]
+            enc = self.tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+            enc = {k: v.to(self.device) for k, v in enc.items()}
+            side = self.encode_side(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids"))
+            chunks.append(side.embeddings.float())
+        self.train(was_training)
+        stacked = torch.cat(chunks) if chunks else torch.empty(0, self.config.encoder.hidden_size)
+        embeddings = torch.empty_like(stacked)
+        embeddings[torch.tensor(order, dtype=torch.long)] = stacked
+        if normalize:
+            embeddings = F.normalize(embeddings, dim=-1)
+        embeddings = embeddings[0] if single else embeddings
+        return embeddings.cpu().numpy() if convert_to_numpy else embeddings
+
+
+_SIAMESE_FIELDS = {"use_product", "interaction", "classifier_dropout", "id2label", "label2id", "problem_type"}
