@@ -153,7 +153,7 @@ class TokenizerCarryingModel(PreTrainedModel):
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
         if self._auto_class is not None and self._extra_auto_classes:
             target = f"{type(self).__module__.rsplit('.', 1)[-1]}.{type(self).__name__}"
-            self.config.auto_map = {**(self.config.auto_map or {}), **dict.fromkeys(self._extra_auto_classes, target)}
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **dict.fromkeys(self._extra_auto_classes, target)}
         super().save_pretrained(save_directory, *args, **kwargs)
         if self.tokenizer is not None and kwargs.get("is_main_process", True):
             self.tokenizer.save_pretrained(save_directory)
@@ -170,7 +170,9 @@ def _maybe_load_tokenizer(name_or_path, kwargs: dict):
     path = str(name_or_path)
     if os.path.isdir(path) and not any(os.path.exists(os.path.join(path, f)) for f in _TOKENIZER_FILES):
         return None
-    hub_kwargs = {k: kwargs[k] for k in ("revision", "token", "cache_dir", "local_files_only") if k in kwargs}
+    hub_kwargs = {
+        k: kwargs[k] for k in ("revision", "token", "cache_dir", "local_files_only", "trust_remote_code") if k in kwargs
+    }
     try:
         return AutoTokenizer.from_pretrained(path, **hub_kwargs)
     except (OSError, ValueError):

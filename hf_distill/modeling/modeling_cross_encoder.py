@@ -40,7 +40,7 @@ class CrossEncoderOutput(ModelOutput):
         pooled: (B, hidden) the pair representation the head reads ([CLS] after dense + tanh).
         hidden_states: embedding output and every layer's output, on request.
         attentions: every layer's attention probabilities (B, heads, T, T), on request.
-        queries / keys: every layer's per-head queries and keys (B, heads, T, d_head), on request.
+        query_states / key_states: every layer's per-head queries and keys (B, heads, T, d_head), on request.
     """
 
     loss: torch.Tensor | None = None
@@ -48,8 +48,8 @@ class CrossEncoderOutput(ModelOutput):
     pooled: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
-    queries: tuple[torch.Tensor, ...] | None = None
-    keys: tuple[torch.Tensor, ...] | None = None
+    query_states: tuple[torch.Tensor, ...] | None = None
+    key_states: tuple[torch.Tensor, ...] | None = None
 
 
 class PairClassificationHead(nn.Module):
@@ -172,8 +172,8 @@ class CrossEncoderModel(TokenizerCarryingModel):
             pooled=pooled,
             hidden_states=out.hidden_states if output_hidden_states else None,
             attentions=out.attentions if output_attentions else None,
-            queries=tuple(record["queries"]) if record else None,
-            keys=tuple(record["keys"]) if record else None,
+            query_states=tuple(record["queries"]) if record else None,
+            key_states=tuple(record["keys"]) if record else None,
         )
 
     @torch.inference_mode()

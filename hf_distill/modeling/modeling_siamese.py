@@ -36,8 +36,8 @@ class SiameseEncoding(ModelOutput):
     last_hidden_state: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
-    queries: tuple[torch.Tensor, ...] | None = None
-    keys: tuple[torch.Tensor, ...] | None = None
+    query_states: tuple[torch.Tensor, ...] | None = None
+    key_states: tuple[torch.Tensor, ...] | None = None
 
 
 @dataclass
@@ -147,8 +147,8 @@ class SiameseModel(TokenizerCarryingModel):
             last_hidden_state=out.last_hidden_state,
             hidden_states=out.hidden_states if output_hidden_states else None,
             attentions=out.attentions if output_attentions else None,
-            queries=tuple(record["queries"]) if record else None,
-            keys=tuple(record["keys"]) if record else None,
+            query_states=tuple(record["queries"]) if record else None,
+            key_states=tuple(record["keys"]) if record else None,
         )
 
     def score(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:

@@ -1,0 +1,105 @@
+"""Collators that tokenise text columns on the fly, once per view.
+
+The student's view depends on its family (Siamese: each side alone; cross-encoder: the
+joint pair); each online teacher gets its own view with its own tokenizer, under keys
+prefixed `teacher_{k}_`. Precomputed teacher logits travel as `teacher_logits_{k}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+# Column pairs recognised without configuration, in order of preference.
+KNOWN_TEXT_COLUMNS = (
+    ("sentence1", "sentence2"),
+    ("premise", "hypothesis"),
+    ("question", "answer"),
+    ("query", "passage"),
+    ("sentence_a", "sentence_b"),
+    ("text_a", "text_b"),
+    ("anchor", "positive"),
+)
+
+
+def infer_text_columns(column_names: Sequence[str]) -> tuple[str, str]:
+    """The pair of text columns of a dataset, by the usual names."""
+    for pair in KNOWN_TEXT_COLUMNS:
+        if all(c in column_names for c in pair):
+            return pair
+    raise ValueError(
+        f"text_columns=None and no known pair of text columns in {list(column_names)}; "
+        f"set text_columns to two of them (known pairs: {', '.join('/'.join(p) for p in KNOWN_TEXT_COLUMNS)})."
+    )
+
+
+def labels_to_ids(values: Sequence[Any], label2id: dict[str, int] | None, regression: bool, scale: float = 1.0):
+    """Gold labels as a tensor: strings through `label2id`, floats for regression (divided by `scale`)."""
+    if regression:
+        return torch.tensor([float(v) / scale for v in values], dtype=torch.float)
+    ids = []
+    for value in values:
+        if isinstance(value, str):
+            if not label2id or value not in label2id:
+                valid = sorted(label2id) if label2id else []
+                raise ValueError(f"label={value!r} is not in the model's label2id; valid labels: {valid}.")
+            ids.append(label2id[value])
+        else:
+            ids.append(int(value))
+    return torch.tensor(ids, dtype=torch.long)
+
+
+@dataclass
+class PairCollator:
+    """Turn rows with two text columns (and optional label / teacher logits) into model batches.
+
+    Args:
+        tokenizer: the student's tokenizer.
+        siamese: True for a Siamese student (each side tokenised alone), False for a cross-encoder.
+        text_columns: the two text columns.
+        teacher_tokenizers: one tokenizer per online teacher (their joint-pair views).
+        label_column: gold labels; strings are mapped with `label2id`.
+        regression: labels are floats (divided by `label_scale`).
+        max_length: truncation for every view.
+        teacher_logit_columns: precomputed logits columns to pass through as tensors.
+    """
+
+    tokenizer: Any
+    siamese: bool
+    text_columns: Sequence[str]
+    teacher_tokenizers: Sequence[Any] = field(default_factory=list)
+    label_column: str | None = "label"
+    label2id: dict[str, int] | None = None
+    regression: bool = False
+    label_scale: float = 1.0
+    max_length: int = 128
+    teacher_logit_columns: Sequence[str] = field(default_factory=list)
+
+    def columns(self) -> list[str]:
+        """The dataset columns this collator reads (the trainer keeps exactly these)."""
+        return [*self.text_columns, *([self.label_column] if self.label_column else []), *self.teacher_logit_columns]
+
+    def _tokenize(self, tokenizer, *texts: list[str]) -> dict[str, torch.Tensor]:
+        return dict(tokenizer(*texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"))
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        first, second = ([str(row[c]) for row in rows] for c in self.text_columns)
+        batch: dict[str, torch.Tensor] = {}
+        if self.siamese:
+            for suffix, texts in (("_a", first), ("_b", second)):
+                batch.update({k + suffix: v for k, v in self._tokenize(self.tokenizer, texts).items()})
+        else:
+            batch.update(self._tokenize(self.tokenizer, first, second))
+        for k, tokenizer in enumerate(self.teacher_tokenizers):
+            batch.update({f"teacher_{k}_{name}": v for name, v in self._tokenize(tokenizer, first, second).items()})
+        if self.label_column and self.label_column in rows[0] and rows[0][self.label_column] is not None:
+            values = [row[self.label_column] for row in rows]
+            batch["labels"] = labels_to_ids(values, self.label2id, self.regression, self.label_scale)
+        for column in self.teacher_logit_columns:
+            if column not in rows[0]:
+                continue  # evaluation sets carry no teacher logits
+            batch[column] = torch.tensor([row[column] for row in rows], dtype=torch.float)
+        return batch

@@ -1,0 +1,131 @@
+"""`DistillationArguments`: `TrainingArguments` plus every knob of the distillation methods.
+
+Every field has a `help` and is checked in `__post_init__`, before any model is loaded,
+with an error that names the field, the value and what would be valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+from .losses.logits import REDUCTIONS
+from .teachers import TEACHER_DTYPES
+
+ANNEALING = ("none", "linear")
+ATTENTION_LOSSES = ("mse", "kl")
+EMD_UPDATES = ("softmax", "normalize")
+
+
+def _check_choice(name: str, value, valid) -> None:
+    if value not in valid:
+        raise ValueError(f"{name}={value!r} is not valid; choose one of {', '.join(map(repr, valid))}.")
+
+
+def _check_range(name: str, value, low: float, high: float | None = None, low_open: bool = False) -> None:
+    too_low = value <= low if low_open else value < low
+    if value is None or too_low or (high is not None and value > high):
+        bound = f"{'>' if low_open else '>='} {low}" + (f" and <= {high}" if high is not None else "")
+        raise ValueError(f"{name}={value!r} is out of range; it must be {bound}.")
+
+
+@dataclass
+class DistillationArguments(TrainingArguments):
+    """Training arguments for `DistillationTrainer` (all `TrainingArguments` fields plus these)."""
+
+    # ---------------------------------------------------------------- prediction-level
+    temperature: float = field(
+        default=1.0, metadata={"help": "Softmax temperature tau (> 0) of the soft loss; the KL is scaled by tau^2."}
+    )
+    alpha: float = field(
+        default=0.5,
+        metadata={"help": "Weight of the soft loss in [0, 1]: alpha * soft + (1 - alpha) * hard (without annealing)."},
+    )
+    hard_weight: float | None = field(
+        default=None, metadata={"help": "Explicit weight (>= 0) of the hard loss; overrides 1 - alpha."}
+    )
+    soft_weight: float | None = field(
+        default=None, metadata={"help": "Explicit weight (>= 0) of the soft loss; overrides alpha."}
+    )
+    teacher_reduction: str = field(
+        default="sum", metadata={"help": "How the soft losses of several teachers combine: 'sum' (DvBERT) or 'mean'."}
+    )
+    annealing: str = field(
+        default="none",
+        metadata={
+            "help": "Teacher annealing: 'none' (fixed alpha weighting) or 'linear' "
+            "(lambda = step/total; loss = lambda * hard + (1 - lambda) * soft)."
+        },
+    )
+    teacher_dtype: str = field(
+        default="auto", metadata={"help": "dtype of online teachers: 'auto' (as loaded), 'float32', 'bfloat16', 'float16'."}
+    )
+    # ---------------------------------------------------------------- data
+    text_columns: list[str] | None = field(
+        default=None,
+        metadata={"help": "The two text columns of a pair (default: inferred, e.g. sentence1/sentence2, premise/hypothesis)."},
+    )
+    label_column: str = field(default="label", metadata={"help": "Column with gold labels (class names or ids, or scores)."})
+    label_scale: float = field(
+        default=1.0, metadata={"help": "Regression labels are divided by this (> 0), e.g. 5 for STS-B scores on 0-5."}
+    )
+    max_length: int = field(default=128, metadata={"help": "Truncation length (tokens, >= 8) of every tokenised view."})
+    # ---------------------------------------------------------------- intermediate layers
+    hidden_weight: float = field(default=0.0, metadata={"help": "Weight (>= 0) of the hidden-state MSE loss."})
+    attention_weight: float = field(default=0.0, metadata={"help": "Weight (>= 0) of the attention loss."})
+    embedding_weight: float = field(default=0.0, metadata={"help": "Weight (>= 0) of the embedding-layer MSE loss."})
+    attention_loss: str = field(
+        default="mse", metadata={"help": "Attention loss: 'mse' on pre-softmax scores (TinyBERT) or 'kl' on probabilities."}
+    )
+    layer_mapping: str = field(
+        default="uniform",
+        metadata={"help": "Student-to-teacher layer mapping: 'uniform' (TinyBERT skip), 'last', or pairs like '1:2,2:4'."},
+    )
+    shared_projection: bool = field(
+        default=True, metadata={"help": "One hidden-state projection W_h for all layers (True) or one per layer."}
+    )
+    # ---------------------------------------------------------------- BERT-EMD
+    emd_weight: float = field(default=0.0, metadata={"help": "beta (>= 0): weight of the EMD hidden/attention/embedding losses."})
+    emd_temperature: float = field(
+        default=1.0, metadata={"help": "Temperature (> 0) of the softmax in the cost-attention weight update."}
+    )
+    emd_update: str = field(
+        default="softmax", metadata={"help": "Cost-attention update: 'softmax' (w~/tau_emd) or 'normalize' (w~/sum w~)."}
+    )
+    emd_separate_weights: bool = field(
+        default=False, metadata={"help": "Keep attention and hidden layer weights separate (True) or average them."}
+    )
+    # ---------------------------------------------------------------- VIRT
+    virt_weight: float = field(default=0.0, metadata={"help": "alpha of VIRT (>= 0): weight of the virtual-interaction loss."})
+
+    def __post_init__(self):
+        self._validate_distillation_fields()
+        super().__post_init__()
+
+    def _validate_distillation_fields(self) -> None:
+        _check_range("temperature", self.temperature, 0.0, low_open=True)
+        _check_range("alpha", self.alpha, 0.0, 1.0)
+        for name in ("hard_weight", "soft_weight"):
+            if getattr(self, name) is not None:
+                _check_range(name, getattr(self, name), 0.0)
+        _check_choice("teacher_reduction", self.teacher_reduction, REDUCTIONS)
+        _check_choice("annealing", self.annealing, ANNEALING)
+        _check_choice("teacher_dtype", self.teacher_dtype, tuple(TEACHER_DTYPES))
+        if self.text_columns is not None and len(self.text_columns) != 2:
+            raise ValueError(f"text_columns={self.text_columns!r} is not valid; give exactly two column names.")
+        _check_range("label_scale", self.label_scale, 0.0, low_open=True)
+        _check_range("max_length", self.max_length, 8)
+        for name in ("hidden_weight", "attention_weight", "embedding_weight", "emd_weight", "virt_weight"):
+            _check_range(name, getattr(self, name), 0.0)
+        _check_choice("attention_loss", self.attention_loss, ATTENTION_LOSSES)
+        _check_range("emd_temperature", self.emd_temperature, 0.0, low_open=True)
+        _check_choice("emd_update", self.emd_update, EMD_UPDATES)
+
+    def prediction_weights(self, annealing_lambda: float | None) -> tuple[float, float]:
+        """(hard, soft) weights for this step: annealed lambda, else explicit weights, else alpha."""
+        if annealing_lambda is not None:
+            return annealing_lambda, 1.0 - annealing_lambda
+        hard = self.hard_weight if self.hard_weight is not None else 1.0 - self.alpha
+        soft = self.soft_weight if self.soft_weight is not None else self.alpha
+        return hard, soft
