@@ -101,6 +101,7 @@ def add_teacher_logits(
         column = f"teacher_logits_{len(teacher_logit_columns(dataset.column_names))}"
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     was_training = teacher.training
+    trainable = {name: p.requires_grad for name, p in teacher.named_parameters()}
     freeze_teacher(teacher, device)
 
     def label(batch: dict) -> dict:
@@ -120,5 +121,7 @@ def add_teacher_logits(
         new_fingerprint=fingerprint,
         desc=desc or f"Teacher logits -> {column}",
     )
-    teacher.train(was_training)
+    teacher.train(was_training)  # leave the caller's model as it was
+    for name, parameter in teacher.named_parameters():
+        parameter.requires_grad_(trainable[name])
     return labelled

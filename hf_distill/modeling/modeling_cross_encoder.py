@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,7 +89,7 @@ class CrossEncoderModel(TokenizerCarryingModel):
     @classmethod
     def from_backbone(
         cls,
-        backbone: str | PreTrainedModel,
+        backbone: str | os.PathLike | PreTrainedModel,
         tokenizer=None,
         num_labels: int = 2,
         **kwargs,
@@ -100,8 +101,8 @@ class CrossEncoderModel(TokenizerCarryingModel):
         """
         config_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _CROSS_ENCODER_FIELDS}
         config = CrossEncoderConfig(num_labels=num_labels, **config_kwargs)  # validate before loading weights
-        if isinstance(backbone, str):
-            name = backbone
+        if isinstance(backbone, (str, os.PathLike)):
+            name = str(backbone)
             backbone = AutoModel.from_pretrained(name, **kwargs)
             tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name)
         pooler = detach_pooler(backbone)
@@ -134,6 +135,8 @@ class CrossEncoderModel(TokenizerCarryingModel):
         depth = teacher.config.encoder.num_hidden_layers
         indices = select_layers(depth, num_layers, strategy)
         student = copy.deepcopy(teacher)
+        student.requires_grad_(True)  # a frozen teacher still gives a trainable student
+        student.train()
         keep_layers(student.backbone, indices)
         student.config.encoder = student.backbone.config
         student.tokenizer = teacher.tokenizer

@@ -1,0 +1,143 @@
+"""Logit distillation on real GLUE data: a 2-layer student with and without KD, 3 seeds.
+
+1. Fine-tune the 6-layer MiniLM cross-encoder teacher on the task (cached in .cache/teachers).
+2. Precompute its logits on the training set once (`add_teacher_logits`, cached by fingerprint).
+3. Build a 2-layer student with `CrossEncoderModel.from_teacher(strategy=...)`; every arm starts
+   from the same copy and gets the same budget; only the loss differs: no KD (hard labels), or
+   KD with alpha/temperature from a small sweep.
+
+Usage: python benchmarks/kd_glue.py --tasks mrpc stsb --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import shlex
+import sys
+import time
+
+from common import CACHE, GLUE_TASKS, load_task, mean_std, minilm_dir, write_results
+
+from hf_distill import CrossEncoderModel
+from hf_distill.metrics import compute_metrics_for
+from hf_distill.teachers import add_teacher_logits
+from hf_distill.trainer import DistillationTrainer
+from hf_distill.training_args import DistillationArguments
+
+TEACHER_SETTINGS = {"mrpc": dict(epochs=5, lr=5e-5), "stsb": dict(epochs=4, lr=5e-5), "rte": dict(epochs=5, lr=5e-5)}
+# arm -> (alpha, temperature); alpha = 0 is plain fine-tuning on gold labels (no KD).
+ARMS = {
+    "classification": {"no KD": (0.0, 1.0), "KD a=0.5 T=1": (0.5, 1.0), "KD a=0.9 T=4": (0.9, 4.0)},
+    "regression": {"no KD": (0.0, 1.0), "KD a=0.5": (0.5, 1.0), "KD a=0.9": (0.9, 1.0)},
+}
+
+
+def training_args(output_dir: str, task: str, epochs: float, lr: float, seed: int, **extra) -> DistillationArguments:
+    _, columns, label_column, _, label_scale, metric = GLUE_TASKS[task]
+    return DistillationArguments(
+        output_dir=output_dir,
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=64,
+        warmup_steps=0.1,
+        weight_decay=0.01,
+        seed=seed,
+        text_columns=list(columns),
+        label_column=label_column,
+        label_scale=label_scale,
+        max_length=128,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=50,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        **extra,
+    )
+
+
+def evaluate(model, data, task: str, args: DistillationArguments) -> dict:
+    trainer = DistillationTrainer(model=model, args=args, eval_dataset=data, compute_metrics=compute_metrics_for(model.config.num_labels))
+    metrics = trainer.evaluate()
+    return {k.removeprefix("eval_"): v for k, v in metrics.items() if k.startswith("eval_") and "runtime" not in k and "per_second" not in k}
+
+
+def teacher_for(task: str, data) -> tuple[CrossEncoderModel, dict, float]:
+    """The fine-tuned 6-layer teacher (trained once, then loaded from the cache)."""
+    _, _, _, num_labels, _, _ = GLUE_TASKS[task]
+    folder = CACHE / "teachers" / f"minilm-l6-{task}"
+    settings = TEACHER_SETTINGS[task]
+    args = training_args(str(folder / "run"), task, settings["epochs"], settings["lr"], seed=42)
+    seconds = 0.0
+    if not (folder / "config.json").exists():
+        teacher = CrossEncoderModel.from_backbone(minilm_dir(), num_labels=num_labels)
+        start = time.perf_counter()
+        DistillationTrainer(model=teacher, args=args, train_dataset=data["train"]).train()
+        seconds = time.perf_counter() - start
+        teacher.save_pretrained(folder)
+    teacher = CrossEncoderModel.from_pretrained(folder)
+    return teacher, evaluate(teacher, data["validation"], task, args), seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=["mrpc", "stsb"], choices=sorted(GLUE_TASKS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--student_layers", type=int, default=2)
+    parser.add_argument("--strategy", default="uniform")
+    parser.add_argument("--epochs", type=float, default=3)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--name", default="kd_glue")
+    parser.add_argument("--max_samples", type=int, default=None, help="smoke runs only: cut every split")
+    opts = parser.parse_args()
+    command = "python benchmarks/kd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+    results = {"settings": vars(opts), "teacher_settings": TEACHER_SETTINGS, "tasks": {}}
+    lines = [
+        f"{opts.student_layers}-layer student (`from_teacher`, strategy `{opts.strategy}`) of a fine-tuned 6-layer "
+        f"MiniLM cross-encoder; {opts.epochs:g} epochs, lr {opts.lr:g}, batch 16, seeds {opts.seeds}; validation split; mean ± std.",
+        "",
+        "| task | model | metric | mean | std | runs |",
+        "| --- | --- | --- | ---: | ---: | --- |",
+    ]
+    for task in opts.tasks:
+        _, columns, _, num_labels, _, metric = GLUE_TASKS[task]
+        data = load_task(task)
+        if opts.max_samples:
+            data = data.map(lambda x: x).filter(lambda _, i: i < opts.max_samples, with_indices=True)
+        teacher, teacher_metrics, teacher_seconds = teacher_for(task, data)
+        print(f"[{task}] teacher: {teacher_metrics}", flush=True)
+        train = add_teacher_logits(data["train"], teacher, list(columns), batch_size=64, max_length=128)
+        student_init = CrossEncoderModel.from_teacher(teacher, opts.student_layers, opts.strategy)
+        arms = ARMS["regression" if num_labels == 1 else "classification"]
+        task_results = {"teacher": teacher_metrics, "teacher_train_seconds": teacher_seconds, "arms": {}}
+        for arm, (alpha, temperature) in arms.items():
+            runs = []
+            for seed in opts.seeds:
+                student = copy.deepcopy(student_init)
+                args = training_args(
+                    str(CACHE / "runs" / task / arm.replace(" ", "_") / str(seed)),
+                    task, opts.epochs, opts.lr, seed, alpha=alpha, temperature=temperature,
+                )
+                start = time.perf_counter()
+                DistillationTrainer(model=student, args=args, train_dataset=train if alpha > 0 else data["train"]).train()
+                seconds = time.perf_counter() - start
+                metrics = evaluate(student, data["validation"], task, args)
+                runs.append({"seed": seed, "train_seconds": seconds, **metrics})
+                print(f"[{task}] {arm} seed {seed}: {metrics} ({seconds:.0f}s)", flush=True)
+            task_results["arms"][arm] = runs
+        results["tasks"][task] = task_results
+        metric_names = [metric] + (["f1"] if num_labels == 2 else [])
+        for name in metric_names:
+            lines.append(f"| {task} | teacher (6 layers) | {name} | {100 * teacher_metrics[name]:.2f} | – | 1 |")
+            for arm, runs in task_results["arms"].items():
+                values = [100 * r[name] for r in runs]
+                mean, std = mean_std(values)
+                lines.append(f"| {task} | student: {arm} | {name} | {mean:.2f} | {std:.2f} | {', '.join(f'{v:.1f}' for v in values)} |")
+        write_results(opts.name, results, "\n".join(lines), command)
+
+
+if __name__ == "__main__":
+    main()
