@@ -1,0 +1,252 @@
+"""DistillationTrainer: the training step, logged terms, teachers online vs offline, resume, bad input."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from datasets import Dataset
+
+from hf_distill.callbacks import TeacherAnnealingCallback
+from hf_distill.losses.logits import hard_loss, soft_loss
+from hf_distill.teachers import add_teacher_logits
+from hf_distill.trainer import DistillationTrainer
+from hf_distill.training_args import DistillationArguments
+from tests.conftest import WORDS, make_cross_encoder, make_siamese
+
+
+def pair_dataset(n: int = 32, regression: bool = False, seed: int = 0) -> Dataset:
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        rows.append(
+            {
+                "sentence1": " ".join(rng.choices(WORDS[:60], k=rng.randint(2, 9))),
+                "sentence2": " ".join(rng.choices(WORDS[:60], k=rng.randint(2, 9))),
+                "label": rng.random() if regression else rng.randint(0, 1),
+            }
+        )
+    return Dataset.from_list(rows)
+
+
+def make_args(tmp_path, **overrides) -> DistillationArguments:
+    values = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        max_steps=4,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+        max_length=32,
+    )
+    values.update(overrides)
+    return DistillationArguments(**values)
+
+
+@pytest.fixture
+def teacher(tiny_tokenizer):
+    return make_cross_encoder(tiny_tokenizer, num_layers=3, seed=1)
+
+
+def student_of(teacher):
+    from hf_distill import CrossEncoderModel
+
+    return CrossEncoderModel.from_teacher(teacher, num_layers=1, strategy="first")
+
+
+# ---------------------------------------------------------------------------- the step
+@pytest.mark.parametrize("num_teachers", [1, 2])
+@pytest.mark.parametrize("regression", [False, True])
+@pytest.mark.parametrize("lam", [0.0, 0.5, 1.0])
+def test_annealed_loss_is_the_hand_mixture(tmp_path, tiny_tokenizer, num_teachers, regression, lam):
+    num_labels = 1 if regression else 2
+    teachers = [make_cross_encoder(tiny_tokenizer, num_layers=2, seed=s, num_labels=num_labels) for s in (1, 2)][:num_teachers]
+    student = make_cross_encoder(tiny_tokenizer, num_layers=1, seed=3, num_labels=num_labels)
+    data = pair_dataset(8, regression=regression)
+    trainer = DistillationTrainer(
+        model=student, args=make_args(tmp_path, annealing="linear", temperature=2.0), teachers=teachers, train_dataset=data
+    )
+    next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, TeacherAnnealingCallback)).current_lambda = lam
+    batch = trainer.data_collator([data[i] for i in range(8)])
+    loss = trainer.compute_loss(student, batch)
+
+    with torch.no_grad():
+        z_s = student(**{k: v for k, v in batch.items() if not k.startswith("teacher_") and k != "labels"}).logits
+        hard = hard_loss(z_s, batch["labels"])
+        soft = sum(soft_loss(z_s, t(**dict(tiny_tokenizer(list(data["sentence1"]), list(data["sentence2"]), padding=True, truncation=True, max_length=32, return_tensors="pt"))).logits, 2.0) for t in teachers)
+    assert loss.item() == pytest.approx(lam * hard.item() + (1 - lam) * soft.item(), rel=1e-5, abs=1e-7)
+
+
+def test_fixed_weighting_uses_alpha_or_explicit_weights(tmp_path, teacher):
+    data = pair_dataset(8)
+    student = student_of(teacher)
+    for overrides, (w_hard, w_soft) in [({"alpha": 0.3}, (0.7, 0.3)), ({"hard_weight": 2.0, "soft_weight": 0.25}, (2.0, 0.25))]:
+        trainer = DistillationTrainer(model=student, args=make_args(tmp_path, **overrides), teachers=teacher, train_dataset=data)
+        batch = trainer.data_collator([data[i] for i in range(8)])
+        loss = trainer.compute_loss(student, batch)
+        terms = trainer.loss_components[0](student(**{k: v for k, v in batch.items() if not k.startswith("teacher_")}), trainer._teacher_outputs(batch), batch)
+        assert loss.item() == pytest.approx(w_hard * terms["hard"].item() + w_soft * terms["soft"].item(), rel=1e-5)
+
+
+def test_offline_and_online_teachers_give_the_same_loss(tmp_path, teacher):
+    data = pair_dataset(8)
+    student = student_of(teacher)
+    online = DistillationTrainer(model=student, args=make_args(tmp_path), teachers=teacher, train_dataset=data)
+    offline_data = add_teacher_logits(data, teacher, ["sentence1", "sentence2"], max_length=32)
+    offline = DistillationTrainer(model=student, args=make_args(tmp_path), train_dataset=offline_data)
+    assert offline.run_teachers_online is False and offline.offline_columns == ["teacher_logits_0"]
+    rows = list(range(8))
+    loss_online = online.compute_loss(student, online.data_collator([data[i] for i in rows]))
+    loss_offline = offline.compute_loss(student, offline.data_collator([offline_data[i] for i in rows]))
+    assert loss_offline.item() == pytest.approx(loss_online.item(), rel=1e-5)
+
+
+def test_siamese_student_with_teachers_of_another_tokenizer(tmp_path, tiny_tokenizer, teacher):
+    """Logit distillation mixes tokenizers: each teacher reads its own joint view."""
+    from transformers import BertTokenizerFast
+
+    vocab = dict(tiny_tokenizer.get_vocab())
+    shuffled = {token: (index * 7) % len(vocab) for token, index in vocab.items()}  # a different id space
+    other = BertTokenizerFast(vocab=shuffled, do_lower_case=True)
+    teacher.tokenizer = other
+    student = make_siamese(tiny_tokenizer, num_labels=2)
+    student.train()
+    data = pair_dataset(8)
+    trainer = DistillationTrainer(model=student, args=make_args(tmp_path), teachers=teacher, train_dataset=data)
+    batch = trainer.data_collator([data[i] for i in range(8)])
+    assert {"input_ids_a", "input_ids_b", "teacher_0_input_ids"} <= set(batch)
+    expected = other(list(data["sentence1"]), list(data["sentence2"]), padding=True, truncation=True, max_length=32, return_tensors="pt")
+    assert torch.equal(batch["teacher_0_input_ids"], expected["input_ids"])
+    assert torch.isfinite(trainer.compute_loss(student, batch))
+
+
+# ---------------------------------------------------------------------------- logging
+def test_every_term_and_lambda_is_logged_and_loss_is_their_weighted_mean(tmp_path, teacher):
+    data = pair_dataset(32)
+    student = student_of(teacher)
+    args = make_args(tmp_path, max_steps=4, logging_steps=2, gradient_accumulation_steps=2, per_device_train_batch_size=4, alpha=0.4)
+    trainer = DistillationTrainer(model=student, args=args, teachers=teacher, train_dataset=data)
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "hard" in entry]
+    assert len(logs) == 2
+    for entry in logs:
+        assert {"loss", "hard", "soft"} <= set(entry)
+        # Trainer's loss and our terms are both means over the same micro-batches.
+        assert entry["loss"] == pytest.approx(0.6 * entry["hard"] + 0.4 * entry["soft"], rel=1e-3)
+
+
+def test_lambda_rises_linearly_and_is_logged(tmp_path, teacher):
+    data = pair_dataset(32)
+    trainer = DistillationTrainer(
+        model=student_of(teacher), args=make_args(tmp_path, max_steps=4, annealing="linear"), teachers=teacher, train_dataset=data
+    )
+    trainer.train()
+    lambdas = [entry["lambda"] for entry in trainer.state.log_history if "lambda" in entry]
+    assert lambdas == pytest.approx([0.0, 0.25, 0.5, 0.75])
+    assert TeacherAnnealingCallback.lambda_at(10, 10) == 1.0 and TeacherAnnealingCallback.lambda_at(3, 12) == 0.25
+
+
+def test_plain_fine_tuning_without_teachers_is_the_task_loss(tmp_path, tiny_tokenizer):
+    student = make_cross_encoder(tiny_tokenizer, num_layers=1)
+    data = pair_dataset(8)
+    trainer = DistillationTrainer(model=student, args=make_args(tmp_path), train_dataset=data)
+    batch = trainer.data_collator([data[i] for i in range(8)])
+    assert trainer.compute_loss(student, batch).item() == pytest.approx(student(**batch).loss.item(), rel=1e-6)
+
+
+# ---------------------------------------------------------------------------- resume
+def _train(tmp_path, teacher, data, resume=None, max_steps=8):
+    student = student_of(teacher)
+    student.config.classifier_dropout = 0.0
+    args = make_args(
+        tmp_path, max_steps=max_steps, save_strategy="steps", save_steps=4, annealing="linear", per_device_train_batch_size=4
+    )
+    trainer = DistillationTrainer(model=student, args=args, teachers=teacher, train_dataset=data)
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+def test_resume_from_checkpoint_ends_with_the_same_weights(tmp_path, tiny_tokenizer):
+    teacher = make_cross_encoder(tiny_tokenizer, num_layers=3, seed=1)
+    teacher.backbone.config.hidden_dropout_prob = 0.1  # dropout in the student makes RNG restoring matter
+    data = pair_dataset(40)
+    full = _train(tmp_path / "full", teacher, data)
+    partial_dir = tmp_path / "partial"
+    _train(partial_dir, teacher, data, max_steps=8).state  # writes checkpoint-4 and checkpoint-8
+    resumed = _train(partial_dir, teacher, data, resume=str(partial_dir / "out" / "checkpoint-4"))
+    for (name, a), (_, b) in zip(full.model.state_dict().items(), resumed.model.state_dict().items()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=f"{name} differs after resume")
+    annealing = [cb for cb in resumed.callback_handler.callbacks if isinstance(cb, TeacherAnnealingCallback)]
+    assert len(annealing) == 1 and annealing[0].current_lambda == pytest.approx(7 / 8)
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_hard_loss_without_labels_is_refused(tmp_path, teacher):
+    data = pair_dataset(8).remove_columns("label")
+    with pytest.raises(ValueError, match="label_column='label' is not in the training set"):
+        DistillationTrainer(model=student_of(teacher), args=make_args(tmp_path), teachers=teacher, train_dataset=data)
+    # Pure soft distillation needs no labels.
+    DistillationTrainer(model=student_of(teacher), args=make_args(tmp_path, alpha=1.0), teachers=teacher, train_dataset=data)
+
+
+def test_teacher_with_other_labels_is_refused(tmp_path, tiny_tokenizer, teacher):
+    three_way = make_cross_encoder(tiny_tokenizer, num_layers=1, num_labels=3)
+    with pytest.raises(ValueError, match=r"teachers\[0\].num_labels=2 differs from the student's num_labels=3"):
+        DistillationTrainer(model=three_way, args=make_args(tmp_path), teachers=teacher, train_dataset=pair_dataset(8))
+    renamed = student_of(teacher)
+    renamed.config.id2label, renamed.config.label2id = {0: "no", 1: "yes"}, {"no": 0, "yes": 1}
+    teacher.config.id2label, teacher.config.label2id = {0: "yes", 1: "no"}, {"yes": 0, "no": 1}
+    with pytest.raises(ValueError, match="label2id"):
+        DistillationTrainer(model=renamed, args=make_args(tmp_path), teachers=teacher, train_dataset=pair_dataset(8))
+
+
+def test_missing_text_columns_and_empty_data_are_refused(tmp_path, teacher):
+    data = pair_dataset(8).rename_column("sentence2", "other")
+    with pytest.raises(ValueError, match=r"text_columns=\['sentence1', 'sentence2'\] not found .* missing \['sentence2'\]"):
+        DistillationTrainer(model=student_of(teacher), args=make_args(tmp_path, text_columns=["sentence1", "sentence2"]), train_dataset=data)
+    with pytest.raises(ValueError, match="no known pair of text columns"):
+        DistillationTrainer(model=student_of(teacher), args=make_args(tmp_path), train_dataset=data)
+    with pytest.raises(ValueError, match="train_dataset is empty"):
+        DistillationTrainer(model=student_of(teacher), args=make_args(tmp_path), train_dataset=pair_dataset(8).select([]))
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("temperature", 0.0, r"temperature=0.0 is out of range; it must be > 0"),
+        ("alpha", 1.5, r"alpha=1.5 is out of range; it must be >= 0.0 and <= 1.0"),
+        ("annealing", "cosine", r"annealing='cosine' is not valid; choose one of 'none', 'linear'"),
+        ("teacher_reduction", "max", r"teacher_reduction='max' is not valid"),
+        ("hidden_weight", -1.0, r"hidden_weight=-1.0 is out of range"),
+        ("text_columns", ["only_one"], r"text_columns=\['only_one'\] is not valid"),
+    ],
+)
+def test_arguments_are_validated(tmp_path, field, value, message):
+    with pytest.raises(ValueError, match=message):
+        make_args(tmp_path, **{field: value})
+
+
+def test_string_labels_map_through_label2id_and_unknown_names_fail(tmp_path, tiny_tokenizer):
+    student = make_cross_encoder(tiny_tokenizer, num_layers=1, num_labels=2, id2label={0: "no", 1: "yes"}, label2id={"no": 0, "yes": 1})
+    data = pair_dataset(8).map(lambda row: {"label": ["no", "yes"][row["label"]]})
+    trainer = DistillationTrainer(model=student, args=make_args(tmp_path), train_dataset=data)
+    batch = trainer.data_collator([data[i] for i in range(4)])
+    assert batch["labels"].tolist() == [{"no": 0, "yes": 1}[v] for v in list(data["label"])[:4]]
+    with pytest.raises(ValueError, match=r"label='maybe' is not in the model's label2id; valid labels: \['no', 'yes'\]"):
+        trainer.data_collator([{**data[0], "label": "maybe"}])
+
+
+def test_non_finite_loss_stops_training_naming_the_term(tmp_path, teacher):
+    student = student_of(teacher)
+    data = pair_dataset(8)
+    trainer = DistillationTrainer(model=student, args=make_args(tmp_path), teachers=teacher, train_dataset=data)
+    batch = trainer.data_collator([data[i] for i in range(8)])
+    with torch.no_grad():
+        student.head.out_proj.bias.fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match=r"step 0.*\['hard', 'soft'\]"):
+        trainer.compute_loss(student, batch)
