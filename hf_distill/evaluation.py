@@ -73,7 +73,7 @@ class STSEvaluator:
         score_column: str = "score",
         **kwargs: Any,
     ) -> "STSEvaluator":
-        """Build from a jsonl with `sentence1`, `sentence2`, `score` (STS-B keeps its 0-5 scale: correlations ignore it)."""
+        """Build from a jsonl with `sentence1`, `sentence2`, `score` (any scale: correlations ignore it)."""
         rows = _read_jsonl(Path(path))
         return cls(
             [r[sentence1_column] for r in rows],
@@ -150,7 +150,8 @@ class PairClassificationEvaluator:
     ):
         if not len(texts1) == len(texts2) == len(labels):
             raise ValueError(
-                f"texts1, texts2 and labels must have the same length, got {len(texts1)}, {len(texts2)} and {len(labels)}."
+                "texts1, texts2 and labels must have the same length, got "
+                f"{len(texts1)}, {len(texts2)} and {len(labels)}."
             )
         if not labels:
             raise ValueError("PairClassificationEvaluator needs at least one pair.")

@@ -17,7 +17,7 @@ MRR@10, NDCG@10 and MAP through `hf_distill.metrics.ranking_metrics` (ir_measure
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,9 +27,6 @@ import numpy as np
 from .metrics import ranking_metrics
 
 __all__ = ["Candidate", "RankingData", "RankingEvaluator", "load_qa_pairs", "load_trec_run"]
-
-ScoreFn = Callable[[list[tuple[str, str]]], Sequence[float]]
-
 
 class Candidate(NamedTuple):
     """One first-stage candidate of a query: its id, text, first-stage score (None if unknown) and 1-based rank."""
@@ -142,7 +139,9 @@ class RankingData:
                 columns["doc_id"].append(cand.doc_id)
                 columns["query"].append(self.queries[qid])
                 columns["passage"].append(cand.text)
-                columns["label"].append(int(relevance >= relevance_threshold) if relevance_threshold is not None else relevance)
+                if relevance_threshold is not None:
+                    relevance = int(relevance >= relevance_threshold)
+                columns["label"].append(relevance)
         return Dataset.from_dict(columns)
 
     def first_stage_run(self) -> dict[str, dict[str, float]]:
@@ -206,7 +205,10 @@ def load_trec_run(folder: str | Path, depth: int | None = None, name: str | None
             items = sorted(items, key=lambda r: -float(r["score"]))
         missing = [str(r["pid"]) for r in items if str(r["pid"]) not in corpus]
         if missing:
-            raise ValueError(f"{folder / 'corpus.jsonl'} has no text for {len(missing)} candidates of qid {qid!r}, e.g. {missing[:3]}.")
+            raise ValueError(
+                f"{folder / 'corpus.jsonl'} has no text for {len(missing)} candidates of qid {qid!r}, "
+                f"e.g. {missing[:3]}."
+            )
         items = items[:depth] if depth is not None else items
         candidates[qid] = [
             Candidate(str(r["pid"]), corpus[str(r["pid"])], float(r["score"]) if "score" in r else None, i + 1)
@@ -350,7 +352,9 @@ class RankingEvaluator:
 
 
 # ---------------------------------------------------------------------------- helpers
-def _strict_order(run: Mapping[str, Mapping[str, float]], candidates: Mapping[str, list[Candidate]]) -> dict[str, dict[str, float]]:
+def _strict_order(
+    run: Mapping[str, Mapping[str, float]], candidates: Mapping[str, list[Candidate]]
+) -> dict[str, dict[str, float]]:
     """Replace scores by strictly decreasing ones: by score, ties (and NaN, last) by first-stage rank."""
     strict: dict[str, dict[str, float]] = {}
     for qid, scores in run.items():

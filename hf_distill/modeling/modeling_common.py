@@ -75,13 +75,18 @@ def require_eager_attention(backbone: PreTrainedModel, what: str = "output_atten
         )
 
 
-def _query_key_modules(layer: nn.Module) -> tuple[nn.Linear, nn.Linear]:
+def _is_projection(module: nn.Module | None) -> bool:
+    """An nn.Linear, or an adapter wrapping one (a PEFT LoRA layer keeps it as `base_layer`)."""
+    return isinstance(module, nn.Linear) or isinstance(getattr(module, "base_layer", None), nn.Linear)
+
+
+def _query_key_modules(layer: nn.Module) -> tuple[nn.Module, nn.Module]:
     modules = dict(layer.named_modules())
     for query_name, key_name in _QUERY_KEY_NAMES:
         for name, module in modules.items():
-            if name.split(".")[-1] == query_name and isinstance(module, nn.Linear):
+            if name.split(".")[-1] == query_name and _is_projection(module):
                 key = modules.get(name.rsplit(".", 1)[0] + "." + key_name if "." in name else key_name)
-                if isinstance(key, nn.Linear):
+                if _is_projection(key):
                     return module, key
     raise ValueError(f"cannot find the query/key projections in {type(layer).__name__}.")
 
@@ -153,7 +158,8 @@ class TokenizerCarryingModel(PreTrainedModel):
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
         if self._auto_class is not None and self._extra_auto_classes:
             target = f"{type(self).__module__.rsplit('.', 1)[-1]}.{type(self).__name__}"
-            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **dict.fromkeys(self._extra_auto_classes, target)}
+            auto_map = getattr(self.config, "auto_map", None) or {}  # absent until the first save
+            self.config.auto_map = {**auto_map, **dict.fromkeys(self._extra_auto_classes, target)}
         super().save_pretrained(save_directory, *args, **kwargs)
         if self.tokenizer is not None and kwargs.get("is_main_process", True):
             self.tokenizer.save_pretrained(save_directory)

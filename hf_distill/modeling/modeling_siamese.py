@@ -6,6 +6,7 @@ Self-contained (relative imports only) so a saved model loads with ``trust_remot
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,7 +85,7 @@ class SiameseModel(TokenizerCarryingModel):
     @classmethod
     def from_backbone(
         cls,
-        backbone: str | PreTrainedModel,
+        backbone: str | os.PathLike | PreTrainedModel,
         tokenizer=None,
         pooling: str = "mean",
         head: str = "classification",
@@ -101,8 +102,8 @@ class SiameseModel(TokenizerCarryingModel):
         if head == "cosine":
             num_labels = 1
         probe = SiameseConfig(pooling=pooling, head=head, num_labels=num_labels, **config_kwargs)  # validate first
-        if isinstance(backbone, str):
-            name = backbone
+        if isinstance(backbone, (str, os.PathLike)):
+            name = str(backbone)
             backbone = AutoModel.from_pretrained(name, **kwargs)
             tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name)
         detach_pooler(backbone)
