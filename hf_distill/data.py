@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from .alignment import check_same_tokenizer, tokenize_aligned
+
 # Column pairs recognised without configuration, in order of preference.
 KNOWN_TEXT_COLUMNS = (
     ("sentence1", "sentence2"),
@@ -65,6 +67,10 @@ class PairCollator:
         regression: labels are floats (divided by `label_scale`).
         max_length: truncation for every view.
         teacher_logit_columns: precomputed logits columns to pass through as tensors.
+        virt_alignment: Siamese student only: build the student's two views and the first teacher's
+            joint view from the same token ids and add the token alignment between them
+            (`teacher_alignment_*` keys, see `hf_distill.alignment`), for VIRT. The first teacher
+            must share the student's tokenizer; further teachers keep their own views.
     """
 
     tokenizer: Any
@@ -77,6 +83,15 @@ class PairCollator:
     label_scale: float = 1.0
     max_length: int = 128
     teacher_logit_columns: Sequence[str] = field(default_factory=list)
+    virt_alignment: bool = False
+
+    def __post_init__(self):
+        if self.virt_alignment:
+            if not self.siamese:
+                raise ValueError("virt_alignment=True needs siamese=True: VIRT aligns a Siamese student's two views.")
+            if not self.teacher_tokenizers:
+                raise ValueError("virt_alignment=True needs teacher_tokenizers=[...]: the aligned teacher is the first one.")
+            check_same_tokenizer(self.tokenizer, self.teacher_tokenizers[0], "teacher_tokenizers[0]")
 
     def columns(self) -> list[str]:
         """The dataset columns this collator reads (the trainer keeps exactly these)."""
@@ -88,12 +103,20 @@ class PairCollator:
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         first, second = ([str(row[c]) for row in rows] for c in self.text_columns)
         batch: dict[str, torch.Tensor] = {}
-        if self.siamese:
+        aligned = tokenize_aligned(self.tokenizer, first, second, self.max_length) if self.virt_alignment else None
+        if aligned is not None:
+            for suffix, view in (("_a", aligned.side_a), ("_b", aligned.side_b)):
+                batch.update({k + suffix: v for k, v in view.items()})
+            batch.update({f"teacher_0_{name}": v for name, v in aligned.joint.items()})
+            batch.update(aligned.alignment_batch())
+        elif self.siamese:
             for suffix, texts in (("_a", first), ("_b", second)):
                 batch.update({k + suffix: v for k, v in self._tokenize(self.tokenizer, texts).items()})
         else:
             batch.update(self._tokenize(self.tokenizer, first, second))
         for k, tokenizer in enumerate(self.teacher_tokenizers):
+            if aligned is not None and k == 0:
+                continue  # the aligned joint view, built from the student's token ids
             batch.update({f"teacher_{k}_{name}": v for name, v in self._tokenize(tokenizer, first, second).items()})
         if self.label_column and self.label_column in rows[0] and rows[0][self.label_column] is not None:
             values = [row[self.label_column] for row in rows]

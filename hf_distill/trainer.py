@@ -6,6 +6,7 @@ batch -> student forward -> teacher forward (or cached logits) -> each loss term
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,9 +16,12 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback
 
-from .callbacks import TeacherAnnealingCallback
+from .callbacks import CostAttentionCallback, TeacherAnnealingCallback
+from .compatibility import check_layer_distillation
 from .data import PairCollator, infer_text_columns
+from .losses.from_arguments import components_from_arguments
 from .losses.logits import PredictionLoss
+from .model_card import DistillationModelCardData, ModelCardCallback, measure_speed, write_model_card
 from .modeling import CrossEncoderModel, SiameseModel
 from .teachers import TeacherLogits, freeze_teacher, load_teacher, teacher_logit_columns
 from .training_args import DistillationArguments
@@ -36,6 +40,10 @@ TERM_WEIGHT_FIELDS = {
 }
 
 
+def _layer_weights_requested(args: DistillationArguments) -> bool:
+    return any(getattr(args, name) > 0 for name in ("hidden_weight", "attention_weight", "embedding_weight", "emd_weight"))
+
+
 def unwrap_student(model: nn.Module) -> nn.Module:
     """The hf_distill model under PEFT / DDP wrappers."""
     while True:
@@ -47,14 +55,23 @@ def unwrap_student(model: nn.Module) -> nn.Module:
             return model
 
 
-class _SyncLossParameterGradients(TrainerCallback):
-    """Average the gradients of loss-component parameters (projections) across processes.
+class _LossParameterGradients(TrainerCallback):
+    """Gradients of loss-component parameters (projections): averaged across processes, cleared after each step.
 
-    They live outside the DDP-wrapped student, so DDP does not all-reduce them.
+    They live outside the DDP-wrapped student, so DDP does not all-reduce them, and the Trainer
+    only zeroes the student's gradients.
     """
 
     def __init__(self, trainer: "DistillationTrainer"):
         self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """Start every rank from rank 0's component parameters and buffers: DDP broadcasts only the student's,
+        and a projection initialised from each rank's RNG would otherwise differ from rank to rank."""
+        if self.trainer.accelerator.num_processes <= 1:
+            return
+        for tensor in [*self.trainer.loss_components.parameters(), *self.trainer.loss_components.buffers()]:
+            torch.distributed.broadcast(tensor.data, src=0)
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if self.trainer.accelerator.num_processes <= 1:
@@ -62,6 +79,9 @@ class _SyncLossParameterGradients(TrainerCallback):
         for parameter in self.trainer.loss_components.parameters():
             if parameter.grad is not None:
                 torch.distributed.all_reduce(parameter.grad, op=torch.distributed.ReduceOp.AVG)
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.trainer.loss_components.zero_grad(set_to_none=True)
 
 
 class DistillationTrainer(Trainer):
@@ -75,7 +95,7 @@ class DistillationTrainer(Trainer):
             columns (`add_teacher_logits`): then no teacher runs.
         loss_components: extra loss components (hidden, attention, EMD, VIRT...): modules whose
             forward(student_out, teacher_outs, batch) returns named terms.
-        term_weights: weights of terms not covered by `DistillationArguments` (default 1).
+        term_weights: explicit weights by term name; they win over `DistillationArguments` (others default to 1).
         evaluators: callables `evaluator(model) -> dict[str, float]` run by `evaluate()` (STS, ranking).
         Everything else is passed to `Trainer`.
     """
@@ -104,20 +124,37 @@ class DistillationTrainer(Trainer):
         student = unwrap_student(model)
         if not isinstance(student, (SiameseModel, CrossEncoderModel)):
             raise ValueError(f"model={type(student).__name__} is not valid; give a SiameseModel or CrossEncoderModel.")
-        self.loss_components = nn.ModuleList(
-            [PredictionLoss(args.temperature, args.teacher_reduction), *loss_components]
-        )
-        self.requires = set().union(*(getattr(c, "requires", set()) for c in self.loss_components))
-        self.term_weights = dict(term_weights or {})
-        self.evaluators = list(evaluators)
-
         # ---- teachers: offline columns, online models, or none (plain fine-tuning)
         columns = train_dataset.column_names if train_dataset is not None else []
         self.offline_columns = teacher_logit_columns(columns) if columns else []
         teachers = [] if teachers is None else list(teachers) if isinstance(teachers, (list, tuple)) else [teachers]
-        attention = "eager" if "attentions" in self.requires else None
-        self.teachers = [load_teacher(t, attention) for t in teachers]
+        given_requires = set().union(*(getattr(c, "requires", set()) for c in loss_components))
+        wants_attention = bool(given_requires & {"query_key", "attentions"}) or args.attention_weight > 0 or args.emd_weight > 0
+        self.teachers = [load_teacher(t, "eager" if wants_attention else None) for t in teachers]
+
+        # ---- loss components: prediction loss, the given ones, and those the argument weights ask for
+        built = []
+        if _layer_weights_requested(args):
+            if not self.teachers:
+                raise ValueError(
+                    "hidden/attention/embedding/emd weights > 0 need an online teacher (teachers=...): layer losses "
+                    "read the teacher's hidden states and attention, which precomputed logits do not carry."
+                )
+            built = components_from_arguments(
+                args, student.config.encoder, unwrap_student(self.teachers[0]).config.encoder, loss_components
+            )
+        self.loss_components = nn.ModuleList(
+            [PredictionLoss(args.temperature, args.teacher_reduction), *loss_components, *built]
+        )
+        self.requires = set().union(*(getattr(c, "requires", set()) for c in self.loss_components))
+        # Components with `requires_alignment = True` (VIRT) read the collator's token alignment.
+        self.requires_alignment = any(getattr(c, "requires_alignment", False) for c in self.loss_components)
+        self.term_weights = dict(term_weights or {})
+        self.evaluators = list(evaluators)
         self.run_teachers_online = bool(self.teachers) and (not self.offline_columns or bool(self.requires))
+        head_reduction = any(getattr(c, "head_reduction", None) for c in self.loss_components)
+        for k, teacher in enumerate(self.teachers):
+            check_layer_distillation(student, unwrap_student(teacher), self.requires, k, head_reduction)
         self._check_teachers(student)
 
         # ---- data: tokenise each view on the fly
@@ -146,6 +183,7 @@ class DistillationTrainer(Trainer):
                 label_scale=args.label_scale,
                 max_length=args.max_length,
                 teacher_logit_columns=self.offline_columns if not self.run_teachers_online else [],
+                virt_alignment=self.requires_alignment,
             )
             for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
                 self._check_columns(name, dataset, data_collator)
@@ -153,6 +191,10 @@ class DistillationTrainer(Trainer):
         callbacks = list(callbacks or [])
         if args.annealing == "linear":
             callbacks.append(TeacherAnnealingCallback(args.annealing))
+        if any(hasattr(c, "update_weights") for c in self.loss_components) and not any(
+            isinstance(c, CostAttentionCallback) for c in callbacks
+        ):
+            callbacks.append(CostAttentionCallback(args.emd_temperature, args.emd_update, args.emd_separate_weights))
         super().__init__(
             model=model,
             args=args,
@@ -170,9 +212,22 @@ class DistillationTrainer(Trainer):
         for teacher in self.teachers:
             freeze_teacher(teacher, self.args.device, self.args.teacher_dtype)
         self.loss_components.to(self.args.device)
-        self.add_callback(_SyncLossParameterGradients(self))
+        self.add_callback(_LossParameterGradients(self))
+        self.model_card_data = DistillationModelCardData()  # what the card cannot infer (license, speed...)
+        self.add_callback(ModelCardCallback(self))
+        self._bind_callbacks()
         self._term_sums: dict[str, torch.Tensor] = {}
         self._term_count = 0
+
+    def _bind_callbacks(self) -> None:
+        """Give cost-attention callbacks the EMD components (again after a resume re-creates them)."""
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, CostAttentionCallback):
+                callback.bind(self.loss_components)
+
+    def _load_callback_state(self) -> None:
+        super()._load_callback_state()
+        self._bind_callbacks()
 
     # ------------------------------------------------------------------ checks
     @staticmethod
@@ -265,10 +320,12 @@ class DistillationTrainer(Trainer):
             hard, soft = 1.0, 0.0  # plain fine-tuning: the ordinary task loss
         weights = {"hard": hard, "soft": soft}
         for name in terms:
-            if name in TERM_WEIGHT_FIELDS:
+            if name in self.term_weights:
+                weights[name] = self.term_weights[name]
+            elif name in TERM_WEIGHT_FIELDS:
                 weights[name] = getattr(self.args, TERM_WEIGHT_FIELDS[name])
             elif name not in weights and not name.startswith("soft_"):
-                weights[name] = self.term_weights.get(name, 1.0)
+                weights[name] = 1.0
         return weights
 
     def _check_finite(self, terms: dict[str, torch.Tensor], loss: torch.Tensor) -> None:
@@ -298,6 +355,10 @@ class DistillationTrainer(Trainer):
                 means = self.accelerator.reduce(means, reduction="mean")
             logs.update({name: round(float(value), 6) for name, value in zip(names, means)})
             self._term_sums, self._term_count = {}, 0
+            for component in self.loss_components:
+                if hasattr(component, "layer_weights"):
+                    for key, weights in component.layer_weights().items():
+                        logs.update({f"w_{key}_{i + 1}": round(float(w), 6) for i, w in enumerate(weights)})
         super().log(logs, *args, **kwargs)
 
     # ------------------------------------------------------------------ optimizer and state
@@ -315,7 +376,11 @@ class DistillationTrainer(Trainer):
         return {k: v.detach().cpu().contiguous() for k, v in self.loss_components.state_dict().items()}
 
     def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
+        self._saving_checkpoint = True  # save_model: keep PEFT adapters unmerged, no model card
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._saving_checkpoint = False
         state = self.distillation_state()
         if state and self.args.should_save:
             folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
@@ -332,6 +397,79 @@ class DistillationTrainer(Trainer):
             raise FileNotFoundError(
                 f"{path} is missing: the checkpoint has no distillation state (projections, EMD weights) to resume."
             )
+
+    # ------------------------------------------------------------------ final save, model card, Hub
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Save the student; a final save (not a checkpoint) also writes its model card, README.md.
+
+        With `merge_adapters_on_save` a PEFT student is saved merged (`merge_and_unload` on a copy), so
+        the folder is a complete student (weights, config with `auto_map`, modeling code, tokenizer).
+        """
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        final = not getattr(self, "_saving_checkpoint", False)
+        merge = final and self.args.merge_adapters_on_save and _is_peft(self.accelerator.unwrap_model(self.model))
+        if merge:
+            self._save_merged_student(output_dir)
+        else:
+            super().save_model(output_dir, _internal_call=True)
+        if final and self.args.should_save:
+            if self.args.measure_speed_on_save:
+                measure_speed(self)
+            adapter_only = _is_peft(self.accelerator.unwrap_model(self.model)) and not merge
+            write_model_card(self, output_dir, adapter_only=adapter_only)
+            next(c for c in self.callback_handler.callbacks if isinstance(c, ModelCardCallback)).remember(
+                output_dir, adapter_only
+            )
+        if self.args.push_to_hub and not _internal_call:
+            self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
+
+    def _save_merged_student(self, output_dir: str) -> None:
+        """The PEFT student with its adapters merged, as a plain hf_distill model (main process)."""
+        deepspeed_stage = self.accelerator.state.deepspeed_plugin.zero_stage if self.is_deepspeed_enabled else 0
+        if self.is_fsdp_enabled or deepspeed_stage == 3:
+            raise ValueError(
+                "merge_adapters_on_save=True needs the full student on one process, but it is sharded (FSDP or DeepSpeed "
+                "ZeRO-3); save the adapter (merge_adapters_on_save=False) and merge it afterwards with merge_and_unload()."
+            )
+        if not self.args.should_save:
+            return
+        os.makedirs(output_dir, exist_ok=True)
+        merged = copy.deepcopy(self.accelerator.unwrap_model(self.model)).merge_and_unload()
+        merged.save_pretrained(output_dir)
+        for stale in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
+            # an adapter file next to the merged weights would make from_pretrained load it as an adapter
+            if os.path.exists(os.path.join(output_dir, stale)):
+                os.remove(os.path.join(output_dir, stale))
+        if self.processing_class is not None:
+            self.processing_class.save_pretrained(output_dir)
+        torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
+
+    def create_model_card(
+        self,
+        language: str | None = None,
+        license: str | None = None,
+        tags: str | list[str] | None = None,
+        model_name: str | None = None,
+        finetuned_from: str | None = None,
+        tasks: str | list[str] | None = None,
+        dataset_tags: str | list[str] | None = None,
+        dataset: str | list[str] | None = None,
+        dataset_args: str | list[str] | None = None,
+        **card_fields,
+    ) -> None:
+        """The distillation model card in `output_dir` (README.md), used by `push_to_hub` (see `hf_distill.model_card`).
+
+        The arguments are remembered in `self.model_card_data` (`finetuned_from` -> base_model,
+        `dataset` -> datasets); `card_fields` sets any other `DistillationModelCardData` field.
+        """
+        if not self.is_world_process_zero():
+            return
+        self.model_card_data.update(
+            language=language, license=license, tags=tags, model_name=model_name, base_model=finetuned_from,
+            datasets=dataset if dataset is not None else dataset_tags, **card_fields,
+        )
+        merged = self.args.merge_adapters_on_save
+        write_model_card(self, self.args.output_dir, adapter_only=_is_peft(self.accelerator.unwrap_model(self.model)) and not merged)
 
     # ------------------------------------------------------------------ evaluation
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
@@ -359,6 +497,11 @@ class DistillationTrainer(Trainer):
             self.log(extra)
             metrics.update(extra)
         return metrics
+
+
+def _is_peft(model: nn.Module) -> bool:
+    """A PEFT model (LoRA...) with adapters that can be merged."""
+    return hasattr(model, "peft_config") and hasattr(model, "merge_and_unload")
 
 
 def _clone_out_of_inference(output):

@@ -96,8 +96,31 @@ class DistillationArguments(TrainingArguments):
     emd_separate_weights: bool = field(
         default=False, metadata={"help": "Keep attention and hidden layer weights separate (True) or average them."}
     )
+    restore_callback_states_from_checkpoint: bool = field(
+        default=True,
+        metadata={
+            "help": "Restore stateful callbacks (teacher annealing, cost-attention weight history) on resume. "
+            "True by default here: distillation schedules are part of the training state."
+        },
+    )
     # ---------------------------------------------------------------- VIRT
     virt_weight: float = field(default=0.0, metadata={"help": "alpha of VIRT (>= 0): weight of the virtual-interaction loss."})
+    # ---------------------------------------------------------------- saving and the model card
+    merge_adapters_on_save: bool = field(
+        default=False,
+        metadata={
+            "help": "For a PEFT (LoRA) student: the final save_model / push_to_hub writes the student with its adapters "
+            "merged (a complete folder that AutoModel.from_pretrained loads) instead of the adapter alone. "
+            "Checkpoints keep the adapter, so resume_from_checkpoint works either way."
+        },
+    )
+    measure_speed_on_save: bool = field(
+        default=False,
+        metadata={
+            "help": "At the final save_model, time the student and every online teacher on up to 256 evaluation "
+            "(else training) pairs and report pairs/s and the speed-up in the model card (README.md)."
+        },
+    )
 
     def __post_init__(self):
         self._validate_distillation_fields()
@@ -121,6 +144,9 @@ class DistillationArguments(TrainingArguments):
         _check_choice("attention_loss", self.attention_loss, ATTENTION_LOSSES)
         _check_range("emd_temperature", self.emd_temperature, 0.0, low_open=True)
         _check_choice("emd_update", self.emd_update, EMD_UPDATES)
+        for name in ("merge_adapters_on_save", "measure_speed_on_save"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r} is not valid; give True or False.")
 
     def prediction_weights(self, annealing_lambda: float | None) -> tuple[float, float]:
         """(hard, soft) weights for this step: annealed lambda, else explicit weights, else alpha."""

@@ -46,6 +46,7 @@ __all__ = [
     "make_projection",
     "masked_mse",
     "pair_mask",
+    "query_key_states",
     "reduce_heads",
 ]
 
@@ -100,9 +101,10 @@ def pair_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def attention_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """Pre-softmax attention scores Q K^T / sqrt(d_head), (..., H, T, d) x2 -> (..., H, T, T), float32."""
-    queries, keys = queries.float(), keys.float()
-    return queries @ keys.transpose(-1, -2) / math.sqrt(queries.size(-1))
+    """Pre-softmax attention scores Q K^T / sqrt(d_head), (..., H, T, d) x2 -> (..., H, T, T), float32 (autocast off)."""
+    with torch.autocast(device_type=queries.device.type, enabled=False):
+        queries, keys = queries.float(), keys.float().to(queries.device)
+        return queries @ keys.transpose(-1, -2) / math.sqrt(queries.size(-1))
 
 
 def reduce_heads(attention: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -159,6 +161,14 @@ def _attention_mask(batch: dict) -> torch.Tensor | None:
     return batch.get("attention_mask") if isinstance(batch, dict) else None
 
 
+def query_key_states(output) -> tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] | None:
+    """(query_states, key_states) of a model output, one (B, H, T, d_head) tensor per layer, or None."""
+    queries, keys = getattr(output, "query_states", None), getattr(output, "key_states", None)
+    if queries is None or keys is None:
+        return None
+    return queries, keys
+
+
 def _hidden_states(output, who: str, component: str) -> Sequence[torch.Tensor]:
     states = getattr(output, "hidden_states", None)
     if states is None:
@@ -171,7 +181,9 @@ def _hidden_states(output, who: str, component: str) -> Sequence[torch.Tensor]:
 
 def _check_dim(tensor: torch.Tensor, expected: int, who: str, component: str) -> None:
     if tensor.size(-1) != expected:
-        raise ValueError(f"{component}: the {who}'s hidden size is {tensor.size(-1)}, but the component was built for {expected}.")
+        raise ValueError(
+            f"{component}: the {who}'s hidden size is {tensor.size(-1)}, but the component was built for {expected}."
+        )
 
 
 # ---------------------------------------------------------------------------- components
@@ -273,8 +285,9 @@ class AttentionLoss(nn.Module):
     kind="kl": KL(P^T || P^S) of the attention distributions restricted to real keys, summed over
     keys, averaged over heads and real query rows, then over mapped layers.
 
-    Scores come from the captured queries/keys (`requires={"query_key"}`, which works with any
-    attention implementation); for kind="kl" an output without queries/keys may give `attentions`
+    Scores come from the output's captured `query_states`/`key_states` (`requires={"query_key"}`,
+    forward hooks that work with any attention implementation); for kind="kl" an output without
+    them may give `attentions` instead
     (eager only; note eager attention probabilities are taken after attention dropout).
 
     Args:
@@ -304,27 +317,30 @@ class AttentionLoss(nn.Module):
 
     @staticmethod
     def _num_layers(output, who: str) -> int:
-        if getattr(output, "queries", None) is not None:
-            return len(output.queries)
+        states = query_key_states(output)
+        if states is not None:
+            return len(states[0])
         if getattr(output, "attentions", None) is not None:
             return len(output.attentions)
         raise ValueError(
-            f"AttentionLoss needs the {who}'s queries/keys, but queries=None; run the forward with "
+            f"AttentionLoss needs the {who}'s query/key states, but query_states=None; run the forward with "
             "output_query_key=True (requires={'query_key'})."
         )
 
     def _scores(self, output, layer: int, who: str) -> torch.Tensor:
-        if getattr(output, "queries", None) is None or getattr(output, "keys", None) is None:
+        states = query_key_states(output)
+        if states is None:
             raise ValueError(
-                f"AttentionLoss(kind='mse') needs the {who}'s pre-softmax scores, but queries/keys are None; run the "
-                "forward with output_query_key=True (requires={'query_key'})."
+                f"AttentionLoss(kind='mse') needs the {who}'s pre-softmax scores, but query_states/key_states are None; "
+                "run the forward with output_query_key=True (requires={'query_key'})."
             )
-        return attention_scores(output.queries[layer - 1], output.keys[layer - 1])
+        return attention_scores(states[0][layer - 1], states[1][layer - 1])
 
     def _probs_or_log_probs(self, output, layer: int, mask: torch.Tensor | None) -> tuple[torch.Tensor, bool]:
         """(log-probs, True) from queries/keys, else (probs restricted to real keys, False) from attentions."""
-        if getattr(output, "queries", None) is not None and getattr(output, "keys", None) is not None:
-            return _key_log_probs(attention_scores(output.queries[layer - 1], output.keys[layer - 1]), mask), True
+        states = query_key_states(output)
+        if states is not None:
+            return _key_log_probs(attention_scores(states[0][layer - 1], states[1][layer - 1]), mask), True
         probs = output.attentions[layer - 1].float()
         if mask is not None:
             probs = probs * (mask[:, None, None, :].to(probs.device) > 0)

@@ -30,7 +30,10 @@ class SiameseConfig(PretrainedConfig):
         head (`str`): `"classification"` (softmax over features of (u, v)), `"cosine"` (cosine
             similarity as a regression score) or `"none"` (embeddings only).
         use_product (`bool`): add u*v to the classifier features (u, v, |u-v|).
-        interaction (`str`): `"none"` or `"virt"` (VIRT-adapted interaction layer at match time).
+        interaction (`str`): `"none"` or `"virt"` (VIRT-adapted interaction layer at match time:
+            X~ = mean over heads of softmax(Q_X K_Y^T / sqrt(d_head) + mask_Y) H_Y with the backbone's
+            last-layer queries/keys, likewise Y~; the head reads u = pool([H_X; X~]), v = pool([H_Y; Y~])
+            as [u; v; |u-v|; max(u, v)]; no extra parameters; `encode()` embeddings stay independent).
         classifier_dropout (`float`): dropout before the classification layer.
     """
 

@@ -27,6 +27,7 @@ from .modeling_common import (
     require_eager_attention,
     task_loss,
 )
+from .virt_interaction import VirtInteraction
 
 
 @dataclass
@@ -48,7 +49,8 @@ class SiameseOutput(ModelOutput):
     Args:
         loss: task loss (cross-entropy, or MSE for the cosine head) when labels are given.
         logits: (B, num_labels) class scores, or (B, 1) cosine similarity; None for head="none".
-        embeddings_a / embeddings_b: pooled sentence embeddings u and v.
+        embeddings_a / embeddings_b: pooled sentence embeddings u and v (each side alone, also with
+            interaction="virt", whose logits come from the interaction layer instead).
         side_a / side_b: [`SiameseEncoding`] of each side (hidden states, attentions, queries/keys on request).
     """
 
@@ -76,8 +78,13 @@ class SiameseModel(TokenizerCarryingModel):
         self.backbone = backbone if backbone is not None else build_backbone(config.encoder)
         hidden = config.encoder.hidden_size
         self.dropout = nn.Dropout(config.classifier_dropout)
-        if config.head == "classification":
+        if config.interaction == "virt":
+            # u = pool([H_X ; X~]) has 2 * hidden features; the head reads [u; v; |u-v|; max(u, v)] (+ u*v).
+            self.interaction = VirtInteraction()
+            features = (5 if config.use_product else 4) * 2 * hidden
+        else:
             features = (4 if config.use_product else 3) * hidden
+        if config.head == "classification":
             self.classifier = nn.Linear(features, config.num_labels)
         self.post_init()
 
@@ -153,13 +160,47 @@ class SiameseModel(TokenizerCarryingModel):
         )
 
     def score(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
-        """Apply the head to two embeddings: class logits (B, C) or cosine (B, 1)."""
+        """Apply the head to two embeddings: class logits (B, C) or cosine (B, 1).
+
+        With interaction="virt", u and v are the interaction outputs of `interact` (2 * hidden wide)
+        and the classifier reads [u; v; |u-v|; max(u, v)] (+ u*v).
+        """
         if self.config.head == "cosine":
             return F.cosine_similarity(u, v, dim=-1).unsqueeze(-1)
         if self.config.head == "classification":
-            features = [u, v, (u - v).abs()] + ([u * v] if self.config.use_product else [])
+            features = [u, v, (u - v).abs()]
+            if self.config.interaction == "virt":
+                features.append(torch.maximum(u, v))
+            if self.config.use_product:
+                features.append(u * v)
             return self.classifier(self.dropout(torch.cat(features, dim=-1)))
         return None
+
+    def interact(
+        self,
+        side_a: SiameseEncoding,
+        side_b: SiameseEncoding,
+        attention_mask_a: torch.Tensor,
+        attention_mask_b: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The VIRT-adapted interaction (interaction="virt"): pooled [H_X ; X~] and [H_Y ; Y~].
+
+        X~ = mean_h softmax(Q_X K_Y^T / sqrt(d_head) + mask_Y) H_Y with the last layer's own
+        queries/keys (see `virt_interaction`). Each side must come from `encode_side(...,
+        output_query_key=True)`, so encodings can be computed once, stored, and matched later.
+        """
+        for name, side in (("side_a", side_a), ("side_b", side_b)):
+            if side.query_states is None or side.key_states is None or side.last_hidden_state is None:
+                raise ValueError(
+                    f"{name} has query_states=None: the VIRT interaction needs each side's last hidden state and "
+                    "last-layer queries/keys; encode it with encode_side(..., output_query_key=True)."
+                )
+        fused_a, fused_b = self.interaction(
+            side_a.last_hidden_state, side_a.query_states[-1], side_a.key_states[-1], attention_mask_a,
+            side_b.last_hidden_state, side_b.query_states[-1], side_b.key_states[-1], attention_mask_b,
+        )
+        pooling = self.config.pooling
+        return pool_tokens(fused_a, attention_mask_a, pooling), pool_tokens(fused_b, attention_mask_b, pooling)
 
     def forward(
         self,
@@ -176,17 +217,21 @@ class SiameseModel(TokenizerCarryingModel):
         return_dict: bool = True,
         **_unused,
     ) -> SiameseOutput:
+        virt = self.config.interaction == "virt" and input_ids_b is not None
         flags = dict(
             output_hidden_states=bool(output_hidden_states),
             output_attentions=bool(output_attentions),
-            output_query_key=output_query_key,
+            output_query_key=output_query_key or virt,  # the VIRT interaction reads the last layer's queries/keys
         )
         side_a = self.encode_side(input_ids_a, attention_mask_a, token_type_ids_a, **flags)
         side_b = None
         logits = None
         if input_ids_b is not None:
             side_b = self.encode_side(input_ids_b, attention_mask_b, token_type_ids_b, **flags)
-            logits = self.score(side_a.embeddings, side_b.embeddings)
+            if virt:
+                logits = self.score(*self.interact(side_a, side_b, attention_mask_a, attention_mask_b))
+            else:
+                logits = self.score(side_a.embeddings, side_b.embeddings)
         loss = task_loss(logits, labels) if labels is not None and logits is not None else None
         return SiameseOutput(
             loss=loss,

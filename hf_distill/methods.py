@@ -1,0 +1,190 @@
+"""The four papers as presets over the shared components.
+
+Each preset returns a `DistillationMethod`: the student, the teachers, the loss components and
+callbacks it needs, and the `DistillationArguments` defaults of the paper. Nothing here is
+special-cased in the trainer: a preset only chooses generic parts.
+
+    method = simplified_tinybert(teacher, num_layers=3, temperature=5.0)
+    args = method.arguments(output_dir="out", num_train_epochs=3)   # paper defaults + yours
+    trainer = method.trainer(args, train_dataset=train, eval_dataset=dev)
+    trainer.train()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+from transformers import TrainerCallback
+
+from .callbacks import CostAttentionCallback
+from .losses.emd import EMDLayerLoss
+from .modeling import CrossEncoderModel, SiameseModel
+from .teachers import add_teacher_logits, load_teacher
+from .trainer import DistillationTrainer, unwrap_student
+from .training_args import DistillationArguments
+
+CITATIONS = {
+    "dvbert": "Cheng, X. (2021). Dual-View Distilled BERT for Sentence Embedding. SIGIR 2021. arXiv:2104.08675.",
+    "bert_emd": "Li, J., Liu, X., Zhao, H., Xu, R., Yang, M., Jin, Y. (2020). BERT-EMD: Many-to-Many Layer Mapping "
+    "for BERT Compression with Earth Mover's Distance. EMNLP 2020. arXiv:2010.06133.",
+    "virt": "Li, D., Yang, Y., Tang, H., Wang, J., Xu, T., Wu, W., Chen, E. (2022). VIRT: Improving Representation-based "
+    "Text Matching via Virtual Interaction. EMNLP 2022. arXiv:2112.04195.",
+    "simplified_tinybert": "Chen, X., He, B., Hui, K., Sun, L., Sun, Y. (2020). Simplified TinyBERT: Knowledge "
+    "Distillation for Document Retrieval. arXiv:2009.07531.",
+}
+
+
+@dataclass
+class DistillationMethod:
+    """A method preset: what to train, from whom, with which components and defaults."""
+
+    name: str
+    student: nn.Module
+    teachers: list
+    argument_defaults: dict[str, Any]
+    loss_components: list[nn.Module] = field(default_factory=list)
+    callbacks: list[TrainerCallback] = field(default_factory=list)
+
+    @property
+    def citation(self) -> str:
+        return CITATIONS[self.name]
+
+    def arguments(self, **overrides) -> DistillationArguments:
+        """`DistillationArguments` with the paper's defaults; your keyword arguments win."""
+        return DistillationArguments(**{**self.argument_defaults, **overrides})
+
+    def trainer(self, args: DistillationArguments, **kwargs) -> DistillationTrainer:
+        """A `DistillationTrainer` for this method (kwargs: datasets, evaluators, compute_metrics...)."""
+        return DistillationTrainer(
+            model=self.student,
+            args=args,
+            teachers=kwargs.pop("teachers", self.teachers),
+            loss_components=self.loss_components,
+            callbacks=[*self.callbacks, *kwargs.pop("callbacks", [])],
+            **kwargs,
+        )
+
+
+def _eager(model: nn.Module) -> nn.Module:
+    """Attention losses compare attention scores: the reference (eager) implementation."""
+    unwrap_student(model).set_attn_implementation("eager")
+    return model
+
+
+def simplified_tinybert(
+    teacher: CrossEncoderModel | str,
+    num_layers: int = 3,
+    temperature: float = 1.0,
+    strategy: str | Sequence[int] = "first",
+    layer_mapping: str = "uniform",
+) -> DistillationMethod:
+    """Simplified TinyBERT (Chen et al. 2020): one stage, attention + hidden + embedding + soft(tau) + hard.
+
+    The cross-encoder student keeps the teacher's first `num_layers` layers (embeddings and head
+    included); student layer i learns teacher layer i * L_T / L_S ("uniform"). The paper uses tau in {1, 5, 10}.
+    """
+    teacher = _eager(load_teacher(teacher))
+    student = _eager(CrossEncoderModel.from_teacher(teacher, num_layers, strategy))
+    defaults = dict(
+        temperature=temperature,
+        hard_weight=1.0,
+        soft_weight=1.0,
+        hidden_weight=1.0,
+        attention_weight=1.0,
+        embedding_weight=1.0,
+        attention_loss="mse",
+        layer_mapping=layer_mapping,
+    )
+    return DistillationMethod("simplified_tinybert", student, [teacher], defaults)
+
+
+def bert_emd(
+    teacher: CrossEncoderModel | str,
+    num_layers: int = 4,
+    strategy: str | Sequence[int] = "uniform",
+    beta: float = 0.01,
+    alpha: float = 0.8,
+    temperature: float = 1.0,
+    emd_temperature: float = 1.0,
+    emd_update: str = "softmax",
+    separate_weights: bool = False,
+) -> DistillationMethod:
+    """BERT-EMD (Li et al. 2020): all layers many-to-many by Earth Mover's Distance, with cost attention.
+
+    Loss: beta * (EMD_attention + EMD_hidden + embedding) + alpha * soft + (1 - alpha) * hard. Defaults
+    follow the official code (beta 0.01, alpha 0.8, tau 1, tau_emd 1, softmax update). The layer
+    weights are updated after every optimizer step by `CostAttentionCallback`.
+    """
+    teacher = _eager(load_teacher(teacher))
+    student = _eager(CrossEncoderModel.from_teacher(teacher, num_layers, strategy))
+    student_config, teacher_config = student.config.encoder, teacher.config.encoder
+    emd = EMDLayerLoss(
+        student_config.num_hidden_layers, teacher_config.num_hidden_layers, student_config.hidden_size, teacher_config.hidden_size
+    )
+    defaults = dict(
+        temperature=temperature,
+        alpha=alpha,
+        emd_weight=beta,
+        embedding_weight=beta,
+        emd_temperature=emd_temperature,
+        emd_update=emd_update,
+        emd_separate_weights=separate_weights,
+    )
+    callback = CostAttentionCallback(emd_temperature, emd_update, separate_weights)
+    return DistillationMethod("bert_emd", student, [teacher], defaults, loss_components=[emd], callbacks=[callback])
+
+
+def dvbert(
+    student: SiameseModel | str,
+    teachers: Sequence[CrossEncoderModel | str],
+    task: str = "classification",
+    num_labels: int = 3,
+    annealing: bool = True,
+    soft_weight: float = 1.0,
+    hard_weight: float = 1.0,
+) -> DistillationMethod:
+    """DvBERT (Cheng 2021): a Siamese student taught by K cross-encoders, with teacher annealing.
+
+    The student pools by mean and scores with a softmax classifier over (u, v, |u-v|)
+    (`task="classification"`) or cosine similarity (`task="regression"`, STS). The loss is
+    lambda * hard + (1 - lambda) * sum_k soft_k with lambda = step / total (annealing); with
+    `annealing=False` it is the "loss weighting" alternative hard_weight * hard + soft_weight * sum_k soft_k.
+    Precompute the teachers' logits once with `method.label(dataset, text_columns)`.
+    """
+    if task not in ("classification", "regression"):
+        raise ValueError(f"task={task!r} is not valid; choose 'classification' or 'regression'.")
+    if isinstance(student, str):
+        head = "cosine" if task == "regression" else "classification"
+        student = SiameseModel.from_backbone(student, pooling="mean", head=head, num_labels=num_labels)
+    teachers = [load_teacher(t) for t in teachers]
+    if not teachers:
+        raise ValueError("teachers=[] is not valid; DvBERT needs at least one cross-encoder teacher.")
+    defaults: dict[str, Any] = dict(teacher_reduction="sum")
+    if annealing:
+        defaults["annealing"] = "linear"
+    else:
+        defaults.update(hard_weight=hard_weight, soft_weight=soft_weight)
+    return _DvBERT("dvbert", student, teachers, defaults)
+
+
+class _DvBERT(DistillationMethod):
+    def label(self, dataset, text_columns: Sequence[str], batch_size: int = 64, max_length: int = 128):
+        """The dataset with one `teacher_logits_{k}` column per teacher (each with its own tokenizer)."""
+        for k, teacher in enumerate(self.teachers):
+            dataset = add_teacher_logits(
+                dataset, teacher, text_columns, column=f"teacher_logits_{k}", batch_size=batch_size, max_length=max_length
+            )
+        return dataset
+
+    def trainer(self, args: DistillationArguments, **kwargs) -> DistillationTrainer:
+        """Precomputed logits in the training set replace the online teachers (DvBERT labels offline)."""
+        train = kwargs.get("train_dataset")
+        if train is not None and "teacher_logits_0" in train.column_names:
+            kwargs.setdefault("teachers", [])
+        return super().trainer(args, **kwargs)
+
+
+__all__ = ["CITATIONS", "DistillationMethod", "bert_emd", "dvbert", "simplified_tinybert"]

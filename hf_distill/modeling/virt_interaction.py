@@ -1,0 +1,83 @@
+"""VIRT's virtual attention and the VIRT-adapted interaction layer of `SiameseModel(interaction="virt")`.
+
+Virtual attention (Li et al., EMNLP 2022): with Q_X the queries a layer computes while
+encoding X alone and K_Y the keys the same layer computes while encoding Y alone,
+
+    M_XY = softmax(Q_X K_Y^T / sqrt(d_head) + mask_Y)          per head, (B, H, T_X, T_Y)
+
+is the attention X would pay to Y had the two been encoded jointly. `VirtualInteractionLoss`
+distils it towards the cross-encoder's X->Y attention; the interaction layer reuses it at
+match time (our reading of the paper's "VIRT-adapted interaction"; no official code exists):
+
+    X~ = mean_h M^h_XY H_Y       with the LAST layer's queries and keys (the backbone's own
+                                 projections: no new parameters, and exactly the maps VIRT distils)
+    Y~ = mean_h M^h_YX H_X
+    u  = pool([H_X ; X~]),  v = pool([H_Y ; Y~])                          (2 * hidden each)
+    classifier over [u; v; |u - v|; max(u, v)] (+ u * v with use_product)
+
+H_X is the last hidden state of X encoded alone, so the embeddings `encode()` returns stay
+independent: the interaction only runs when a pair is scored.
+
+Self-contained (imports only torch) so that it travels with a saved model for ``trust_remote_code=True``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["VirtInteraction", "cross_attend", "virtual_attention"]
+
+
+def virtual_attention(queries: torch.Tensor, keys: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(d_head) + mask) over the keys, in float32 (autocast off).
+
+    Args:
+        queries: (B, H, N, d_head) queries of one sequence.
+        keys: (B, H, M, d_head) keys of the other sequence.
+        key_mask: (B, M), 1/True for keys that may be attended to; None keeps every key.
+            A row whose keys are all masked gets a uniform (meaningless) distribution: mask it downstream.
+
+    Returns:
+        (B, H, N, M) attention probabilities, each row summing to 1 over the kept keys.
+    """
+    with torch.autocast(device_type=queries.device.type, enabled=False):
+        queries, keys = queries.float(), keys.float().to(queries.device)
+        scores = queries @ keys.transpose(-1, -2) / math.sqrt(queries.size(-1))
+        if key_mask is not None:
+            keep = key_mask.to(device=scores.device).bool()[:, None, None, :]
+            scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+        return scores.softmax(dim=-1)
+
+
+def cross_attend(probabilities: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """(mean over heads of probabilities) @ values: (B, H, N, M) x (B, M, D) -> (B, N, D) in values' dtype."""
+    mixed = probabilities.mean(dim=1) @ values.float()
+    return mixed.to(values.dtype)
+
+
+class VirtInteraction(nn.Module):
+    """The VIRT-adapted interaction layer: parameter-free, it reads what the encoder computed.
+
+    forward(hidden_a, query_a, key_a, mask_a, hidden_b, query_b, key_b, mask_b) returns the
+    token-level fused states [H_a ; H~_a] and [H_b ; H~_b], (B, T, 2 * hidden), to be pooled.
+    hidden_*: last hidden states (B, T, D); query_*/key_*: the last layer's per-head queries and
+    keys (B, H, T, d_head) of the same side; mask_*: (B, T) attention masks.
+    """
+
+    def forward(
+        self,
+        hidden_a: torch.Tensor,
+        query_a: torch.Tensor,
+        key_a: torch.Tensor,
+        mask_a: torch.Tensor,
+        hidden_b: torch.Tensor,
+        query_b: torch.Tensor,
+        key_b: torch.Tensor,
+        mask_b: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        attended_a = cross_attend(virtual_attention(query_a, key_b, mask_b), hidden_b)  # X~ = M_XY H_Y
+        attended_b = cross_attend(virtual_attention(query_b, key_a, mask_a), hidden_a)  # Y~ = M_YX H_X
+        return torch.cat([hidden_a, attended_a], dim=-1), torch.cat([hidden_b, attended_b], dim=-1)

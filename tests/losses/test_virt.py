@@ -1,0 +1,233 @@
+"""VirtualInteractionLoss: definition on constructed tensors, layer mapping, errors, gradients, training."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from hf_distill.alignment import ALIGNMENT_PREFIX
+from hf_distill.data import PairCollator
+from hf_distill.losses.virt import VirtualInteractionLoss, teacher_cross_attention
+from hf_distill.trainer import DistillationTrainer
+from hf_distill.training_args import DistillationArguments
+
+from ..conftest import PAIRS, make_cross_encoder, make_siamese
+from ..test_trainer import pair_dataset
+
+B, H, D = 2, 2, 4
+# Hand-made alignment: example 0 has 3 X tokens and 2 Y tokens, example 1 has 2 and 2 (one padded entry).
+ALIGN = {
+    "a_student": [[1, 2, 3], [1, 2, 0]],
+    "a_teacher": [[1, 2, 3], [1, 2, 0]],
+    "a_mask": [[True, True, True], [True, True, False]],
+    "b_student": [[1, 2], [1, 2]],
+    "b_teacher": [[5, 6], [4, 5]],
+    "b_mask": [[True, True], [True, True]],
+}
+T_A, T_B, T_JOINT = 5, 4, 8  # student X / Y lengths (with [CLS], [SEP], padding) and the joint length
+
+
+def alignment_batch() -> dict[str, torch.Tensor]:
+    return {ALIGNMENT_PREFIX + k: torch.tensor(v) for k, v in ALIGN.items()}
+
+
+def teacher_output(num_layers: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    queries = tuple(torch.randn(B, H, T_JOINT, D, generator=g) for _ in range(num_layers))
+    keys = tuple(torch.randn(B, H, T_JOINT, D, generator=g) for _ in range(num_layers))
+    return SimpleNamespace(query_states=queries, key_states=keys)
+
+
+def student_matching(teacher, layers: list[int], seed: int = 1):
+    """Student q/k whose aligned tokens carry the teacher's q/k of the given (1-based) teacher layers.
+
+    Every other position ([CLS], [SEP], padding) is random: the loss must not read it.
+    """
+    g = torch.Generator().manual_seed(seed)
+    sides = {}
+    for side, length in (("a", T_A), ("b", T_B)):
+        queries, keys = [], []
+        for layer in layers:
+            q = torch.randn(B, H, length, D, generator=g)
+            k = torch.randn(B, H, length, D, generator=g)
+            for b in range(B):
+                for n, real in enumerate(ALIGN[f"{side}_mask"][b]):
+                    if real:
+                        s, t = ALIGN[f"{side}_student"][b][n], ALIGN[f"{side}_teacher"][b][n]
+                        q[b, :, s] = teacher.query_states[layer - 1][b, :, t]
+                        k[b, :, s] = teacher.key_states[layer - 1][b, :, t]
+            queries.append(q)
+            keys.append(k)
+        sides[side] = SimpleNamespace(query_states=tuple(queries), key_states=tuple(keys))
+    return SimpleNamespace(side_a=sides["a"], side_b=sides["b"])
+
+
+def reference_loss(student, teacher, pairs) -> float:
+    """The definition with explicit loops: MSE over real (row, column) entries per layer and direction, then the mean."""
+    terms = []
+    for i, j in pairs:
+        for rows, cols in (("a", "b"), ("b", "a")):
+            squared, count = 0.0, 0
+            side_rows, side_cols = getattr(student, f"side_{rows}"), getattr(student, f"side_{cols}")
+            for b in range(B):
+                r = [n for n, m in enumerate(ALIGN[f"{rows}_mask"][b]) if m]
+                c = [n for n, m in enumerate(ALIGN[f"{cols}_mask"][b]) if m]
+                rs, rt = [ALIGN[f"{rows}_student"][b][n] for n in r], [ALIGN[f"{rows}_teacher"][b][n] for n in r]
+                cs, ct = [ALIGN[f"{cols}_student"][b][n] for n in c], [ALIGN[f"{cols}_teacher"][b][n] for n in c]
+                for h in range(H):
+                    q, k = side_rows.query_states[i - 1][b, h, rs], side_cols.key_states[i - 1][b, h, cs]
+                    m = torch.softmax(q @ k.T / math.sqrt(D), dim=-1)
+                    tq, tk = teacher.query_states[j - 1][b, h, rt], teacher.key_states[j - 1][b, h, ct]
+                    a = torch.softmax(tq @ tk.T / math.sqrt(D), dim=-1)
+                    squared += float(((m - a) ** 2).sum())
+                    count += m.numel()
+            terms.append(squared / count)
+    return sum(terms) / len(terms)
+
+
+# ---------------------------------------------------------------------------- the definition
+def test_zero_when_virtual_attention_equals_the_teacher_sub_block():
+    teacher = teacher_output(2)
+    student = student_matching(teacher, [1, 2])
+    loss = VirtualInteractionLoss()(student, [teacher], alignment_batch())["virt"]
+    assert loss.item() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_positive_otherwise_and_equal_to_the_hand_computed_definition():
+    teacher = teacher_output(2)
+    student = student_matching(teacher, [1, 2])
+    student.side_a.query_states[1][0, 1, 2] += 0.5  # one real X token's query, head 1, layer 2
+    loss = VirtualInteractionLoss()(student, [teacher], alignment_batch())["virt"]
+    assert loss.item() > 1e-6
+    assert loss.item() == pytest.approx(reference_loss(student, teacher, [(1, 1), (2, 2)]), rel=1e-5)
+
+    unrelated = student_matching(teacher_output(2, seed=7), [1, 2])
+    loss = VirtualInteractionLoss()(unrelated, [teacher], alignment_batch())["virt"]
+    assert loss.item() == pytest.approx(reference_loss(unrelated, teacher, [(1, 1), (2, 2)]), rel=1e-5)
+    assert loss.item() > 1e-3
+
+
+def test_special_tokens_and_padding_are_not_read():
+    teacher = teacher_output(2)
+    student = student_matching(teacher, [1, 2])
+    for side in (student.side_a, student.side_b):
+        for states in (side.query_states, side.key_states):
+            for layer in states:
+                layer[:, :, 0] += 100.0  # [CLS]
+    student.side_a.query_states[0][1, :, 3:] -= 50.0  # example 1: [SEP] and padding of X
+    student.side_a.key_states[0][1, :, 3:] -= 50.0
+    loss = VirtualInteractionLoss()(student, [teacher], alignment_batch())["virt"]
+    assert loss.item() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_both_directions_count():
+    teacher = teacher_output(1)
+    student = student_matching(teacher, [1])
+    student.side_b.query_states[0][0, 0, 1] += 1.0  # only Y -> X reads Y's queries
+    loss = VirtualInteractionLoss()(student, [teacher], alignment_batch())["virt"]
+    assert loss.item() > 1e-6
+    assert loss.item() == pytest.approx(reference_loss(student, teacher, [(1, 1)]), rel=1e-5)
+
+
+def test_layer_selection_through_the_mapping_when_depths_differ():
+    teacher = teacher_output(4)
+    student = student_matching(teacher, [2, 4])  # uniform 2 -> 4: (1, 2), (2, 4)
+    assert VirtualInteractionLoss("uniform")(student, [teacher], alignment_batch())["virt"].item() == pytest.approx(0, abs=1e-12)
+    assert VirtualInteractionLoss([(1, 2), (2, 4)])(student, [teacher], alignment_batch())["virt"].item() == pytest.approx(
+        0, abs=1e-12
+    )
+    last = VirtualInteractionLoss("last")(student, [teacher], alignment_batch())["virt"]  # (1, 3), (2, 4)
+    assert last.item() == pytest.approx(reference_loss(student, teacher, [(1, 3), (2, 4)]), rel=1e-5)
+    assert last.item() > 1e-4
+
+
+def test_teacher_attention_probabilities_give_the_same_target():
+    """Renormalising the teacher's attention sub-block = softmax of its scores over those columns."""
+    teacher = teacher_output(1)
+    probs = torch.softmax(teacher.query_states[0] @ teacher.key_states[0].transpose(-1, -2) / math.sqrt(D), dim=-1)
+    batch = alignment_batch()
+    rows, cols, mask = (batch[ALIGNMENT_PREFIX + k] for k in ("a_teacher", "b_teacher", "b_mask"))
+    from_scores = teacher_cross_attention(teacher, 1, rows, cols, mask)
+    from_probs = teacher_cross_attention(SimpleNamespace(attentions=(probs,)), 1, rows, cols, mask)
+    torch.testing.assert_close(from_probs, from_scores, atol=1e-6, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------- errors
+def test_clear_errors():
+    teacher = teacher_output(2)
+    student = student_matching(teacher, [1, 2])
+    loss = VirtualInteractionLoss()
+    wide = SimpleNamespace(
+        query_states=tuple(torch.randn(B, 4, T_JOINT, D) for _ in range(2)),
+        key_states=tuple(torch.randn(B, 4, T_JOINT, D) for _ in range(2)),
+    )
+    with pytest.raises(ValueError, match=r"student has num_attention_heads=2 and the teacher num_attention_heads=4"):
+        loss(student, [wide], alignment_batch())
+    with pytest.raises(ValueError, match=r"lacks the token alignment.*virt_alignment=True"):
+        loss(student, [teacher], {})
+    with pytest.raises(ValueError, match="needs a Siamese student"):
+        loss(SimpleNamespace(logits=torch.zeros(B, 2)), [teacher], alignment_batch())
+    with pytest.raises(ValueError, match=r"student's side_a.query_states.*output_query_key=True"):
+        loss(SimpleNamespace(side_a=SimpleNamespace(), side_b=SimpleNamespace()), [teacher], alignment_batch())
+    with pytest.raises(ValueError, match=r"teacher's per-layer queries and keys"):
+        loss(student, [SimpleNamespace(logits=torch.zeros(B, 2))], alignment_batch())
+    with pytest.raises(ValueError, match="needs an online cross-encoder teacher"):
+        loss(student, [], alignment_batch())
+    short = SimpleNamespace(query_states=tuple(q[:, :, :5] for q in teacher.query_states),
+                            key_states=tuple(k[:, :, :5] for k in teacher.key_states))
+    with pytest.raises(ValueError, match="points past the teacher's sequence length 5"):
+        loss(student, [short], alignment_batch())
+    with pytest.raises(ValueError, match="mapping="):
+        VirtualInteractionLoss("skip")
+
+
+# ---------------------------------------------------------------------------- real models
+def test_gradients_reach_the_students_query_and_key_projections(tiny_tokenizer):
+    student = make_siamese(tiny_tokenizer, num_layers=2, num_labels=2).train()
+    teacher = make_cross_encoder(tiny_tokenizer, num_layers=4, seed=1).requires_grad_(False)
+    collator = PairCollator(
+        tokenizer=tiny_tokenizer, siamese=True, text_columns=("s1", "s2"), teacher_tokenizers=[tiny_tokenizer],
+        label_column=None, virt_alignment=True,
+    )
+    batch = collator([{"s1": a, "s2": b} for a, b in PAIRS])
+    student_out = student(**{k: v for k, v in batch.items() if not k.startswith("teacher_")}, output_query_key=True)
+    with torch.no_grad():
+        teacher_out = teacher(**{k[len("teacher_0_"):]: v for k, v in batch.items() if k.startswith("teacher_0_")},
+                              output_query_key=True)
+    loss = VirtualInteractionLoss("uniform")(student_out, [teacher_out], batch)["virt"]
+    assert loss.item() > 0
+    loss.backward()
+    for index, layer in enumerate(student.backbone.encoder.layer):
+        for name in ("query", "key"):
+            grad = getattr(layer.attention.self, name).weight.grad
+            assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0, (index, name)
+    # Only queries and keys are read: the last layer's feed-forward gets no gradient, nor does the teacher.
+    assert student.backbone.encoder.layer[-1].intermediate.dense.weight.grad is None
+    assert all(p.grad is None for p in teacher.parameters())
+
+
+@pytest.mark.parametrize("interaction", ["none", "virt"])
+def test_trainer_end_to_end_virt_term_falls(tmp_path, tiny_tokenizer, interaction):
+    student = make_siamese(tiny_tokenizer, num_labels=2, interaction=interaction).train()
+    teacher = make_cross_encoder(tiny_tokenizer, num_layers=2, seed=1)
+    with torch.no_grad():  # a teacher with sharper attention than a fresh random model's near-uniform maps
+        for layer in teacher.backbone.encoder.layer:
+            layer.attention.self.query.weight.mul_(5.0)
+            layer.attention.self.key.weight.mul_(5.0)
+    args = DistillationArguments(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, max_steps=30, learning_rate=1e-3,
+        lr_scheduler_type="constant", logging_steps=1, save_strategy="no", report_to="none", use_cpu=True,
+        disable_tqdm=True, seed=0, max_length=32, virt_weight=1.0,
+    )
+    trainer = DistillationTrainer(
+        model=student, args=args, teachers=teacher, loss_components=[VirtualInteractionLoss()], train_dataset=pair_dataset(8)
+    )
+    assert trainer.data_collator.virt_alignment is True
+    trainer.train()
+    virt = [entry["virt"] for entry in trainer.state.log_history if "virt" in entry]
+    assert len(virt) == 30
+    assert sum(virt[-5:]) / 5 < 0.85 * sum(virt[:5]) / 5, virt
+    assert virt[-1] < virt[0]

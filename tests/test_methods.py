@@ -1,0 +1,169 @@
+"""End to end on tiny models: every method's loss terms are logged and fall; its state survives resume."""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hf_distill import CrossEncoderModel
+from hf_distill.callbacks import CostAttentionCallback
+from hf_distill.losses import EMDLayerLoss
+from hf_distill.methods import bert_emd, dvbert, simplified_tinybert
+from hf_distill.trainer import DISTILLATION_STATE_NAME
+from tests.conftest import make_cross_encoder, make_siamese
+from tests.test_trainer import pair_dataset
+
+TRAINING = dict(
+    per_device_train_batch_size=8,
+    learning_rate=2e-3,
+    logging_steps=1,
+    save_strategy="no",
+    report_to="none",
+    use_cpu=True,
+    disable_tqdm=True,
+    seed=0,
+    max_length=24,
+    warmup_steps=0,
+    lr_scheduler_type="constant",
+)
+
+
+def falls(history: list[dict], term: str, window: int = 4) -> bool:
+    values = [entry[term] for entry in history if term in entry]
+    assert len(values) >= 2 * window, f"{term} logged {len(values)} times"
+    return statistics.fmean(values[-window:]) < statistics.fmean(values[:window])
+
+
+@pytest.fixture
+def teacher(tiny_tokenizer):
+    """A random 4-layer teacher made confident (a random head is near uniform, which no hard label matches)."""
+    model = make_cross_encoder(tiny_tokenizer, num_layers=4, seed=1, attn_implementation="sdpa")
+    with torch.no_grad():
+        model.head.out_proj.weight.mul_(30.0)
+    return model
+
+
+def teacher_labelled(teacher, n: int = 16):
+    """Pairs labelled by the teacher itself, so hard and soft targets agree and both can fall."""
+    data = pair_dataset(n)
+    predicted = teacher.predict(list(zip(data["sentence1"], data["sentence2"]))).argmax(-1).tolist()
+    return data.remove_columns("label").add_column("label", predicted)
+
+
+def perturbed(model, scale: float = 0.05, seed: int = 0):
+    """Move a student copied from its teacher away from it, so its layer losses start high."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=generator) * scale)
+    return model
+
+
+def test_simplified_tinybert_terms_fall(tmp_path, teacher):
+    method = simplified_tinybert(teacher, num_layers=2, temperature=2.0)
+    assert method.student.config.encoder.num_hidden_layers == 2
+    perturbed(method.student)
+    args = method.arguments(output_dir=str(tmp_path), max_steps=40, **TRAINING)
+    trainer = method.trainer(args, train_dataset=teacher_labelled(teacher))
+    trainer.train()
+    for term in ("hard", "soft", "hidden", "attention", "embedding"):
+        assert falls(trainer.state.log_history, term), term
+
+
+def test_bert_emd_terms_fall_weights_move_and_pictures_are_drawn(tmp_path, teacher):
+    method = bert_emd(teacher, num_layers=2, beta=1.0, alpha=0.5)
+    perturbed(method.student)
+    args = method.arguments(output_dir=str(tmp_path), max_steps=40, **TRAINING)
+    trainer = method.trainer(args, train_dataset=teacher_labelled(teacher))
+    trainer.train()
+    for term in ("emd_hidden", "emd_attention", "embedding", "soft", "hard"):
+        assert falls(trainer.state.log_history, term), term
+    emd = next(c for c in trainer.loss_components if isinstance(c, EMDLayerLoss))
+    assert not torch.allclose(emd.hidden_teacher_weights, torch.full((4,), 0.25, dtype=torch.float64))
+    assert "w_hidden_teacher_4" in trainer.state.log_history[0]
+    assert os.path.exists(tmp_path / "emd_flow.png") and os.path.exists(tmp_path / "emd_layer_weights.png")
+
+
+def test_dvbert_two_teachers_offline_with_annealing(tmp_path, tiny_tokenizer):
+    teachers = [make_cross_encoder(tiny_tokenizer, num_layers=2, seed=s, num_labels=2) for s in (1, 2)]
+    for teacher in teachers:
+        with torch.no_grad():  # confident teachers: the student starts far from them
+            teacher.head.dense.weight.mul_(10.0)
+            teacher.head.out_proj.weight.mul_(30.0)
+    student = make_siamese(tiny_tokenizer, num_labels=2)
+    student.train()
+    method = dvbert(student, teachers, num_labels=2)
+    data = method.label(teacher_labelled(teachers[0]), ["sentence1", "sentence2"], max_length=24)
+    assert {"teacher_logits_0", "teacher_logits_1"} <= set(data.column_names)
+    args = method.arguments(output_dir=str(tmp_path), max_steps=40, **TRAINING)
+    trainer = method.trainer(args, train_dataset=data)
+    assert trainer.teachers == [] and trainer.offline_columns == ["teacher_logits_0", "teacher_logits_1"]
+    trainer.train()
+    history = trainer.state.log_history
+    # Annealing hands the loss from the teachers to the labels: soft terms fall while they lead
+    # (lambda < 0.5), the hard term falls over the run.
+    for term in ("soft", "soft_0", "soft_1"):
+        assert falls([e for e in history if e.get("lambda", 1.0) < 0.5], term), term
+    assert falls(history, "hard")
+    lambdas = [e["lambda"] for e in trainer.state.log_history if "lambda" in e]
+    assert lambdas[0] == 0.0 and lambdas[-1] == pytest.approx(39 / 40)
+
+
+def test_dvbert_loss_weighting_alternative_has_fixed_weights(tmp_path, tiny_tokenizer):
+    teacher = make_cross_encoder(tiny_tokenizer, num_layers=2, seed=1, num_labels=1)
+    method = dvbert(make_siamese(tiny_tokenizer, head="cosine", num_labels=1), [teacher], task="regression", annealing=False, soft_weight=0.7, hard_weight=0.3)
+    args = method.arguments(output_dir=str(tmp_path), max_steps=2, **TRAINING)
+    assert (args.annealing, args.hard_weight, args.soft_weight) == ("none", 0.3, 0.7)
+
+
+def test_projections_and_emd_weights_survive_resume_and_stay_out_of_the_student(tmp_path, teacher):
+    def run(max_steps, resume=None):
+        method = bert_emd(teacher, num_layers=2, beta=1.0)
+        extra = dict(TRAINING, save_strategy="steps", save_steps=3)
+        args = method.arguments(output_dir=str(tmp_path / "run"), max_steps=max_steps, embedding_weight=1.0, **extra)
+        trainer = method.trainer(args, train_dataset=pair_dataset(24))
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    full = run(6)
+    state = load_file(str(tmp_path / "run" / "checkpoint-3" / DISTILLATION_STATE_NAME))
+    assert any("projection" in key for key in state) and any(key.endswith("teacher_weights") for key in state)
+    resumed = run(6, resume=str(tmp_path / "run" / "checkpoint-3"))
+    for (name, a), (_, b) in zip(full.loss_components.state_dict().items(), resumed.loss_components.state_dict().items()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=name)
+    history = [cb for cb in resumed.callback_handler.callbacks if isinstance(cb, CostAttentionCallback)][0].history
+    assert [entry["step"] for entry in history] == [1, 2, 3, 4, 5, 6]  # restored from trainer_state.json, then extended
+    resumed.save_model(str(tmp_path / "student"))
+    saved = load_file(str(tmp_path / "student" / "model.safetensors"))
+    assert not any("projection" in key or "weights" in key.split(".")[-1] for key in saved)
+    reloaded = CrossEncoderModel.from_pretrained(str(tmp_path / "student"))
+    assert reloaded.config.encoder.num_hidden_layers == 2
+
+
+def test_layer_losses_refuse_a_teacher_with_another_tokenizer(tmp_path, tiny_tokenizer, teacher):
+    from transformers import BertTokenizerFast
+
+    from hf_distill.trainer import DistillationTrainer
+    from hf_distill.training_args import DistillationArguments
+
+    vocab = dict(tiny_tokenizer.get_vocab())
+    other = BertTokenizerFast(vocab={token: (i * 7) % len(vocab) for token, i in vocab.items()})
+    student = CrossEncoderModel.from_teacher(teacher, 2)
+    teacher.tokenizer = other
+    args = DistillationArguments(output_dir=str(tmp_path), hidden_weight=1.0, report_to="none", use_cpu=True)
+    with pytest.raises(ValueError, match="uses another tokenizer .* need the same tokenizer"):
+        DistillationTrainer(model=student, args=args, teachers=teacher, train_dataset=pair_dataset(8))
+
+
+def test_attention_losses_refuse_sdpa(tmp_path, tiny_tokenizer, teacher):
+    from hf_distill.trainer import DistillationTrainer
+    from hf_distill.training_args import DistillationArguments
+
+    student = make_cross_encoder(tiny_tokenizer, num_layers=2, attn_implementation="sdpa")
+    args = DistillationArguments(output_dir=str(tmp_path), attention_weight=1.0, report_to="none", use_cpu=True)
+    with pytest.raises(ValueError, match=r"student uses attn_implementation='sdpa'; attention losses need 'eager'"):
+        DistillationTrainer(model=student, args=args, teachers=teacher, train_dataset=pair_dataset(8))
