@@ -4,7 +4,7 @@ Each preset returns a `DistillationMethod`: the student, the teachers, the loss 
 callbacks it needs, and the `DistillationArguments` defaults of the paper. Nothing here is
 special-cased in the trainer: a preset only chooses generic parts.
 
-    method = simplified_tinybert(teacher, num_layers=3, temperature=5.0)
+    method = simplified_tinybert(teacher, num_layers=3, temperature=5.0)   # or bert_emd, dvbert, virt
     args = method.arguments(output_dir="out", num_train_epochs=3)   # paper defaults + yours
     trainer = method.trainer(args, train_dataset=train, eval_dataset=dev)
     trainer.train()
@@ -21,6 +21,7 @@ from transformers import TrainerCallback
 
 from .callbacks import CostAttentionCallback
 from .losses.emd import EMDLayerLoss
+from .losses.virt import VirtualInteractionLoss
 from .modeling import CrossEncoderModel, SiameseModel
 from .teachers import add_teacher_logits, load_teacher
 from .trainer import DistillationTrainer, unwrap_student
@@ -187,4 +188,36 @@ class _DvBERT(DistillationMethod):
         return super().trainer(args, **kwargs)
 
 
-__all__ = ["CITATIONS", "DistillationMethod", "bert_emd", "dvbert", "simplified_tinybert"]
+def virt(
+    teacher: CrossEncoderModel | str,
+    student: SiameseModel | str,
+    alpha: float = 1.0,
+    interaction: bool = False,
+    layer_mapping: str = "uniform",
+    num_labels: int | None = None,
+) -> DistillationMethod:
+    """VIRT (Li et al. 2022): the cross-encoder's X->Y / Y->X attention distilled into a Siamese student.
+
+    Loss: task loss + alpha * L_virt (alpha = 1 is the paper's best), L_virt the MSE between the
+    student's virtual attention (its own queries of one side against keys of the other) and the
+    teacher's attention sub-blocks renormalised over the target side. `interaction=True` adds the
+    VIRT-adapted interaction layer at match time (embeddings stay independent). Teacher and student
+    share a tokenizer and head count. No official code exists: see docs/virt.md for this reading.
+    """
+    teacher = _eager(load_teacher(teacher))
+    if isinstance(student, str):
+        student = SiameseModel.from_backbone(
+            student,
+            pooling="mean",
+            head="classification",
+            num_labels=num_labels or teacher.config.num_labels,
+            interaction="virt" if interaction else "none",
+            id2label=dict(teacher.config.id2label),
+            label2id=dict(teacher.config.label2id),
+        )
+    student = _eager(student)
+    defaults = dict(alpha=0.0, virt_weight=alpha, layer_mapping=layer_mapping)
+    return DistillationMethod("virt", student, [teacher], defaults, loss_components=[VirtualInteractionLoss(layer_mapping)])
+
+
+__all__ = ["CITATIONS", "DistillationMethod", "bert_emd", "dvbert", "simplified_tinybert", "virt"]

@@ -41,7 +41,9 @@ TERM_WEIGHT_FIELDS = {
 
 
 def _layer_weights_requested(args: DistillationArguments) -> bool:
-    return any(getattr(args, name) > 0 for name in ("hidden_weight", "attention_weight", "embedding_weight", "emd_weight"))
+    return any(
+        getattr(args, name) > 0 for name in ("hidden_weight", "attention_weight", "embedding_weight", "emd_weight", "virt_weight")
+    )
 
 
 def unwrap_student(model: nn.Module) -> nn.Module:
@@ -129,7 +131,9 @@ class DistillationTrainer(Trainer):
         self.offline_columns = teacher_logit_columns(columns) if columns else []
         teachers = [] if teachers is None else list(teachers) if isinstance(teachers, (list, tuple)) else [teachers]
         given_requires = set().union(*(getattr(c, "requires", set()) for c in loss_components))
-        wants_attention = bool(given_requires & {"query_key", "attentions"}) or args.attention_weight > 0 or args.emd_weight > 0
+        wants_attention = bool(given_requires & {"query_key", "attentions"}) or any(
+            getattr(args, name) > 0 for name in ("attention_weight", "emd_weight", "virt_weight")
+        )
         self.teachers = [load_teacher(t, "eager" if wants_attention else None) for t in teachers]
 
         # ---- loss components: prediction loss, the given ones, and those the argument weights ask for
@@ -137,7 +141,7 @@ class DistillationTrainer(Trainer):
         if _layer_weights_requested(args):
             if not self.teachers:
                 raise ValueError(
-                    "hidden/attention/embedding/emd weights > 0 need an online teacher (teachers=...): layer losses "
+                    "hidden/attention/embedding/emd/virt weights > 0 need an online teacher (teachers=...): layer losses "
                     "read the teacher's hidden states and attention, which precomputed logits do not carry."
                 )
             built = components_from_arguments(
@@ -417,9 +421,9 @@ class DistillationTrainer(Trainer):
                 measure_speed(self)
             adapter_only = _is_peft(self.accelerator.unwrap_model(self.model)) and not merge
             write_model_card(self, output_dir, adapter_only=adapter_only)
-            next(c for c in self.callback_handler.callbacks if isinstance(c, ModelCardCallback)).remember(
-                output_dir, adapter_only
-            )
+            for callback in self.callback_handler.callbacks:  # later evaluations refresh this card
+                if isinstance(callback, ModelCardCallback):
+                    callback.remember(output_dir, adapter_only)
         if self.args.push_to_hub and not _internal_call:
             self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
 

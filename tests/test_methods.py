@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from hf_distill import CrossEncoderModel
 from hf_distill.callbacks import CostAttentionCallback
 from hf_distill.losses import EMDLayerLoss
-from hf_distill.methods import bert_emd, dvbert, simplified_tinybert
+from hf_distill.methods import bert_emd, dvbert, simplified_tinybert, virt
 from hf_distill.trainer import DISTILLATION_STATE_NAME
 from tests.conftest import make_cross_encoder, make_siamese
 from tests.test_trainer import pair_dataset
@@ -167,3 +167,19 @@ def test_attention_losses_refuse_sdpa(tmp_path, tiny_tokenizer, teacher):
     args = DistillationArguments(output_dir=str(tmp_path), attention_weight=1.0, report_to="none", use_cpu=True)
     with pytest.raises(ValueError, match=r"student uses attn_implementation='sdpa'; attention losses need 'eager'"):
         DistillationTrainer(model=student, args=args, teachers=teacher, train_dataset=pair_dataset(8))
+
+
+def test_virt_preset_terms_fall(tmp_path, tiny_tokenizer):
+    teacher = make_cross_encoder(tiny_tokenizer, num_layers=2, seed=1)
+    with torch.no_grad():  # peaky teacher attention: a random one is near uniform, with nothing to learn
+        for layer in teacher.backbone.encoder.layer:
+            layer.attention.self.query.weight.mul_(5.0)
+            layer.attention.self.key.weight.mul_(5.0)
+    student = make_siamese(tiny_tokenizer, num_labels=2, interaction="virt")
+    student.train()
+    method = virt(teacher, student, alpha=10.0)  # the virt term is tiny next to random labels' hard loss
+    args = method.arguments(output_dir=str(tmp_path), max_steps=30, **{**TRAINING, "learning_rate": 1e-3})
+    assert (args.virt_weight, args.alpha) == (10.0, 0.0)
+    trainer = method.trainer(args, train_dataset=pair_dataset(16))
+    trainer.train()
+    assert falls(trainer.state.log_history, "virt")

@@ -3,6 +3,7 @@
 from .emd import EMDLayerLoss, cost_attention_update, earth_movers_flow, layer_cost_matrix
 from .layers import AttentionLoss, EmbeddingLoss, HiddenStateLoss, masked_mse
 from .logits import PredictionLoss, hard_loss, soft_loss
+from .virt import VirtualInteractionLoss
 
 __all__ = [
     "AttentionLoss",
@@ -10,6 +11,7 @@ __all__ = [
     "EmbeddingLoss",
     "HiddenStateLoss",
     "PredictionLoss",
+    "VirtualInteractionLoss",
     "cost_attention_update",
     "earth_movers_flow",
     "hard_loss",

@@ -1,7 +1,8 @@
 """Build the layer-level loss components that `DistillationArguments` asks for by weight.
 
 `hidden_weight > 0` adds a `HiddenStateLoss`, `attention_weight > 0` an `AttentionLoss`,
-`embedding_weight > 0` an `EmbeddingLoss`, `emd_weight > 0` an `EMDLayerLoss`, each sized from
+`embedding_weight > 0` an `EmbeddingLoss`, `emd_weight > 0` an `EMDLayerLoss`, `virt_weight > 0` a
+`VirtualInteractionLoss`, each sized from
 the student and teacher configs, unless a component of that type was given explicitly.
 """
 
@@ -13,6 +14,7 @@ from torch import nn
 
 from .emd import EMDLayerLoss
 from .layers import AttentionLoss, EmbeddingLoss, HiddenStateLoss
+from .virt import VirtualInteractionLoss
 
 
 def parse_layer_mapping(value: str):
@@ -42,4 +44,6 @@ def components_from_arguments(args, student_config, teacher_config, given: Seque
         built.append(AttentionLoss(mapping, kind=args.attention_loss))
     if args.emd_weight > 0 and EMDLayerLoss not in have:
         built.append(EMDLayerLoss(student_layers, teacher_layers, student_dim, teacher_dim))
+    if args.virt_weight > 0 and VirtualInteractionLoss not in have:
+        built.append(VirtualInteractionLoss(mapping))
     return built
