@@ -21,7 +21,7 @@ from .compatibility import check_layer_distillation
 from .data import PairCollator, infer_text_columns
 from .losses.from_arguments import components_from_arguments
 from .losses.logits import PredictionLoss
-from .model_card import DistillationModelCardData, ModelCardCallback, measure_speed, write_model_card
+from .model_card import DistillationModelCardData, ModelCardCallback, write_card_on_save, write_model_card
 from .modeling import CrossEncoderModel, SiameseModel
 from .teachers import TeacherLogits, freeze_teacher, load_teacher, teacher_logit_columns
 from .training_args import DistillationArguments
@@ -417,13 +417,8 @@ class DistillationTrainer(Trainer):
         else:
             super().save_model(output_dir, _internal_call=True)
         if final and self.args.should_save:
-            if self.args.measure_speed_on_save:
-                measure_speed(self)
             adapter_only = _is_peft(self.accelerator.unwrap_model(self.model)) and not merge
-            write_model_card(self, output_dir, adapter_only=adapter_only)
-            for callback in self.callback_handler.callbacks:  # later evaluations refresh this card
-                if isinstance(callback, ModelCardCallback):
-                    callback.remember(output_dir, adapter_only)
+            write_card_on_save(self, output_dir, adapter_only)  # README.md (+ speed when asked), refreshed by later evals
         if self.args.push_to_hub and not _internal_call:
             self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
 
