@@ -54,6 +54,34 @@ def labels_to_ids(values: Sequence[Any], label2id: dict[str, int] | None, regres
     return torch.tensor(ids, dtype=torch.long)
 
 
+def check_labels(name: str, dataset, label_column: str, label2id: dict[str, int] | None, regression: bool) -> None:
+    """Refuse, before training, class labels the collator would fail on mid-run: names not in `label2id`,
+    ids outside 0..num_labels-1 (-100, the ignored index, is allowed). Arrow-backed datasets only
+    (`datasets.Dataset`: one `unique` scan of the column); regression scores are not checked."""
+    if regression or not hasattr(dataset, "unique") or label_column not in (getattr(dataset, "column_names", None) or []):
+        return
+    from datasets import ClassLabel, Value
+
+    if not isinstance(dataset.features.get(label_column), (ClassLabel, Value)):
+        return
+    values = [v for v in dataset.unique(label_column) if v is not None]
+    valid = sorted(label2id) if label2id else []
+    unknown = sorted(v for v in values if isinstance(v, str) and v not in valid)
+    if unknown:
+        raise ValueError(
+            f"label={unknown[0]!r} (column {label_column!r} of the {name} dataset; all unknown: {unknown[:20]}) is not in "
+            f"the model's label2id; valid labels: {valid}."
+        )
+    num_labels = len(label2id) if label2id else None
+    if num_labels:
+        bad = sorted(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v != -100 and not 0 <= v < num_labels)
+        if bad:
+            raise ValueError(
+                f"label={bad[0]!r} (column {label_column!r} of the {name} dataset; all out of range: {bad[:20]}) is not a "
+                f"valid class id; valid: 0..{num_labels - 1} (num_labels={num_labels}) or -100 (ignored)."
+            )
+
+
 @dataclass
 class PairCollator:
     """Turn rows with two text columns (and optional label / teacher logits) into model batches.

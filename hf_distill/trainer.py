@@ -7,7 +7,9 @@ batch -> student forward -> teacher forward (or cached logits) -> each loss term
 from __future__ import annotations
 
 import copy
+import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,10 +17,12 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .callbacks import CostAttentionCallback, TeacherAnnealingCallback
 from .compatibility import check_layer_distillation
-from .data import PairCollator, infer_text_columns
+from .data import PairCollator, check_labels, infer_text_columns
 from .losses.from_arguments import components_from_arguments
 from .losses.logits import PredictionLoss
 from .model_card import DistillationModelCardData, ModelCardCallback, write_card_on_save, write_model_card
@@ -38,6 +42,18 @@ TERM_WEIGHT_FIELDS = {
     "emd_embedding": "emd_weight",
     "virt": "virt_weight",
 }
+
+
+def last_complete_checkpoint(folder: str) -> str | None:
+    """The highest-numbered `checkpoint-N` in `folder` that holds `trainer_state.json` (written last), or None."""
+    if not os.path.isdir(folder):
+        return None
+    steps = []
+    for name in os.listdir(folder):
+        match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)
+        if match and os.path.isfile(os.path.join(folder, name, TRAINER_STATE_NAME)):
+            steps.append((int(match.group(1)), name))
+    return os.path.join(folder, max(steps)[1]) if steps else None
 
 
 def _layer_weights_requested(args: DistillationArguments) -> bool:
@@ -123,6 +139,9 @@ class DistillationTrainer(Trainer):
             raise ValueError(f"args={type(args).__name__} is not valid; give DistillationArguments.")
         if model is None:
             raise ValueError("model=None is not valid; give the student model.")
+        for name, value in (term_weights or {}).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"term_weights[{name!r}]={value!r} is out of range; it must be >= 0 (a finite number).")
         student = unwrap_student(model)
         if not isinstance(student, (SiameseModel, CrossEncoderModel)):
             raise ValueError(f"model={type(student).__name__} is not valid; give a SiameseModel or CrossEncoderModel.")
@@ -189,8 +208,8 @@ class DistillationTrainer(Trainer):
                 teacher_logit_columns=self.offline_columns if not self.run_teachers_online else [],
                 virt_alignment=self.requires_alignment,
             )
-            for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
-                self._check_columns(name, dataset, data_collator)
+        for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
+            self._check_columns(name, dataset, data_collator)
 
         callbacks = list(callbacks or [])
         if args.annealing == "linear":
@@ -258,18 +277,23 @@ class DistillationTrainer(Trainer):
 
     @staticmethod
     def _check_columns(name: str, dataset, collator: PairCollator) -> None:
-        if dataset is None or not hasattr(dataset, "column_names"):
+        if dataset is None:
             return
-        datasets = dataset.values() if isinstance(dataset, dict) else [dataset]
-        for part in datasets:
-            if len(part) == 0:
-                raise ValueError(f"{name}_dataset is empty (0 rows); give at least one example.")
+        datasets = dataset.items() if isinstance(dataset, dict) else [(None, dataset)]  # dict / DatasetDict: each part
+        for key, part in datasets:
+            where = f"{name}_dataset" + (f"[{key!r}]" if key is not None else "")
+            if hasattr(part, "__len__") and len(part) == 0:
+                raise ValueError(f"{where} is empty (0 rows); give at least one example.")
+            if not isinstance(collator, PairCollator) or not hasattr(part, "column_names"):
+                continue
             missing = [c for c in collator.text_columns if c not in part.column_names]
             if missing:
                 raise ValueError(
                     f"text_columns={list(collator.text_columns)} not found in the {name} dataset: missing {missing}; "
                     f"its columns are {part.column_names}."
                 )
+            if collator.label_column:
+                check_labels(name, part, collator.label_column, collator.label2id, collator.regression)
 
     # ------------------------------------------------------------------ the step
     def _annealing_lambda(self) -> float | None:
@@ -380,19 +404,46 @@ class DistillationTrainer(Trainer):
         return {k: v.detach().cpu().contiguous() for k, v in self.loss_components.state_dict().items()}
 
     def _save_checkpoint(self, model, trial):
+        """The distillation state first (atomically), then the Trainer's checkpoint, `trainer_state.json` last.
+
+        A checkpoint folder is complete once `trainer_state.json` is in it; by then its
+        `distillation_state.safetensors` is complete too (temp file + `os.replace`), so a crash while
+        saving never leaves a checkpoint whose extra state is missing or half written.
+        """
+        state = self.distillation_state()
+        if state and self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            os.makedirs(folder, exist_ok=True)
+            temporary = os.path.join(folder, DISTILLATION_STATE_NAME + ".tmp")
+            save_file(state, temporary)
+            os.replace(temporary, os.path.join(folder, DISTILLATION_STATE_NAME))
         self._saving_checkpoint = True  # save_model: keep PEFT adapters unmerged, no model card
         try:
             super()._save_checkpoint(model, trial)
         finally:
             self._saving_checkpoint = False
-        state = self.distillation_state()
-        if state and self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
-            temporary = os.path.join(folder, DISTILLATION_STATE_NAME + ".tmp")
-            save_file(state, temporary)
-            os.replace(temporary, os.path.join(folder, DISTILLATION_STATE_NAME))
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """`Trainer.train`; `resume_from_checkpoint=True` picks the last *complete* checkpoint (one with
+        `trainer_state.json`), skipping a folder left half written by a crash while saving."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(
+                    f"resume_from_checkpoint=True but output_dir={self.args.output_dir!r} holds no complete checkpoint "
+                    f"(a {PREFIX_CHECKPOINT_DIR}-N folder with {TRAINER_STATE_NAME}); give a checkpoint path or start afresh."
+                )
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        if not os.path.isfile(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME)):
+            previous = last_complete_checkpoint(os.path.dirname(os.path.abspath(resume_from_checkpoint)))
+            raise ValueError(
+                f"resume_from_checkpoint={str(resume_from_checkpoint)!r} is incomplete: it has no {TRAINER_STATE_NAME} "
+                "(the run stopped while saving it). Resume from a complete checkpoint"
+                + (f", e.g. {previous!r}" if previous else "")
+                + " (resume_from_checkpoint=True picks the last complete one)."
+            )
         super()._load_from_checkpoint(resume_from_checkpoint, model)
         path = os.path.join(resume_from_checkpoint, DISTILLATION_STATE_NAME)
         if os.path.exists(path):

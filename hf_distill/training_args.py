@@ -6,6 +6,7 @@ with an error that names the field, the value and what would be valid.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
@@ -24,10 +25,11 @@ def _check_choice(name: str, value, valid) -> None:
 
 
 def _check_range(name: str, value, low: float, high: float | None = None, low_open: bool = False) -> None:
-    too_low = value <= low if low_open else value < low
-    if value is None or too_low or (high is not None and value > high):
+    """A finite number in the range: None, strings, booleans, NaN and inf are refused too."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or (value <= low if low_open else value < low) or (high is not None and value > high):
         bound = f"{'>' if low_open else '>='} {low}" + (f" and <= {high}" if high is not None else "")
-        raise ValueError(f"{name}={value!r} is out of range; it must be {bound}.")
+        raise ValueError(f"{name}={value!r} is out of range; it must be {bound} (a finite number).")
 
 
 @dataclass
