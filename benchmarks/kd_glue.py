@@ -95,13 +95,6 @@ def main() -> None:
     command = "python benchmarks/kd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     results = {"settings": vars(opts), "teacher_settings": TEACHER_SETTINGS, "tasks": {}}
-    lines = [
-        f"{opts.student_layers}-layer student (`from_teacher`, strategy `{opts.strategy}`) of a fine-tuned 6-layer "
-        f"MiniLM cross-encoder; {opts.epochs:g} epochs, lr {opts.lr:g}, batch 16, seeds {opts.seeds}; validation split; mean ± std.",
-        "",
-        "| task | model | metric | mean | std | runs |",
-        "| --- | --- | --- | ---: | ---: | --- |",
-    ]
     for task in opts.tasks:
         _, columns, _, num_labels, _, metric = GLUE_TASKS[task]
         data = load_task(task)
@@ -113,9 +106,9 @@ def main() -> None:
         student_init = CrossEncoderModel.from_teacher(teacher, opts.student_layers, opts.strategy)
         arms = ARMS["regression" if num_labels == 1 else "classification"]
         task_results = {"teacher": teacher_metrics, "teacher_train_seconds": teacher_seconds, "arms": {}}
-        for arm, (alpha, temperature) in arms.items():
-            runs = []
-            for seed in opts.seeds:
+        results["tasks"][task] = task_results
+        for seed in opts.seeds:  # seeds outermost: a cut-short run still has every arm
+            for arm, (alpha, temperature) in arms.items():
                 student = copy.deepcopy(student_init)
                 args = training_args(
                     str(CACHE / "runs" / task / arm.replace(" ", "_") / str(seed)),
@@ -125,18 +118,31 @@ def main() -> None:
                 DistillationTrainer(model=student, args=args, train_dataset=train if alpha > 0 else data["train"]).train()
                 seconds = time.perf_counter() - start
                 metrics = evaluate(student, data["validation"], task, args)
-                runs.append({"seed": seed, "train_seconds": seconds, **metrics})
+                task_results["arms"].setdefault(arm, []).append({"seed": seed, "train_seconds": seconds, **metrics})
                 print(f"[{task}] {arm} seed {seed}: {metrics} ({seconds:.0f}s)", flush=True)
-            task_results["arms"][arm] = runs
-        results["tasks"][task] = task_results
-        metric_names = [metric] + (["f1"] if num_labels == 2 else [])
-        for name in metric_names:
+                write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+
+
+def table_lines(opts, results: dict) -> list[str]:
+    """The markdown table of every finished arm."""
+    lines = [
+        f"{opts.student_layers}-layer student (`from_teacher`, strategy `{opts.strategy}`) of a fine-tuned 6-layer "
+        f"MiniLM cross-encoder; {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, max_length 128, seeds {opts.seeds}; "
+        "validation split; mean ± std over seeds (x100).",
+        "",
+        "| task | model | metric | mean | std | runs |",
+        "| --- | --- | --- | ---: | ---: | --- |",
+    ]
+    for task, task_results in results["tasks"].items():
+        _, _, _, num_labels, _, metric = GLUE_TASKS[task]
+        teacher_metrics = task_results["teacher"]
+        for name in [metric] + (["f1"] if num_labels == 2 else []):
             lines.append(f"| {task} | teacher (6 layers) | {name} | {100 * teacher_metrics[name]:.2f} | – | 1 |")
             for arm, runs in task_results["arms"].items():
                 values = [100 * r[name] for r in runs]
                 mean, std = mean_std(values)
                 lines.append(f"| {task} | student: {arm} | {name} | {mean:.2f} | {std:.2f} | {', '.join(f'{v:.1f}' for v in values)} |")
-        write_results(opts.name, results, "\n".join(lines), command)
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,0 +1,226 @@
+"""`hf-distill` CLI: recipe + override merging, unknown keys, data folders, tiny end-to-end runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import pytest
+import yaml
+from transformers import AutoModel, BertModel
+
+from hf_distill import CrossEncoderModel, SiameseModel
+from hf_distill.cli import (
+    ConfigError,
+    DataArguments,
+    infer_labels,
+    load_raw_datasets,
+    main,
+    parse_overrides,
+    parse_train_config,
+)
+
+from .conftest import WORDS, make_bert_config, make_cross_encoder, seed_everything
+
+FAST = ["--max_steps", "2", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8",
+        "--report_to", "none", "--save_strategy", "no", "--use_cpu", "true", "--disable_tqdm", "true"]
+
+
+def _rows(n: int, seed: int, label=lambda rng: rng.randint(0, 1)) -> list[dict]:
+    rng = random.Random(seed)
+    words = [w for w in WORDS if w.isalpha()]
+    return [
+        {"sentence1": " ".join(rng.choices(words, k=rng.randint(3, 7))),
+         "sentence2": " ".join(rng.choices(words, k=rng.randint(3, 7))), "label": label(rng)}
+        for _ in range(n)
+    ]
+
+
+def _write_jsonl(path, rows) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _write_csv(path, rows) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _recipe(path, **settings) -> str:
+    path.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory, tiny_tokenizer):
+    """A plain tiny BERT backbone, a saved 4-layer cross-encoder teacher, and jsonl / csv data folders."""
+    root = tmp_path_factory.mktemp("cli")
+    seed_everything(0)
+    backbone = root / "backbone"
+    BertModel(make_bert_config(2), add_pooling_layer=True).save_pretrained(backbone)
+    tiny_tokenizer.save_pretrained(backbone)
+    teacher = root / "teacher"
+    make_cross_encoder(tiny_tokenizer, num_layers=4, seed=1).save_pretrained(teacher)
+
+    jsonl = root / "jsonl"
+    jsonl.mkdir()
+    _write_jsonl(jsonl / "train.jsonl", _rows(24, 0))
+    _write_jsonl(jsonl / "validation.jsonl", _rows(10, 1))
+    _write_jsonl(jsonl / "test.jsonl", _rows(6, 2))
+    text = root / "csv"
+    text.mkdir()
+    _write_csv(text / "train.csv", _rows(24, 3, lambda rng: rng.choice(["yes", "no"])))
+    _write_csv(text / "dev.csv", _rows(10, 4, lambda rng: rng.choice(["yes", "no"])))
+    sts = root / "sts"
+    sts.mkdir()
+    score_rows = [{"sentence1": r["sentence1"], "sentence2": r["sentence2"], "score": round(i * 0.37 % 5, 2)}
+                  for i, r in enumerate(_rows(24, 5))]
+    _write_jsonl(sts / "train.jsonl", score_rows[:16])
+    _write_jsonl(sts / "validation.jsonl", score_rows[16:])
+    return {"root": root, "backbone": str(backbone), "teacher": str(teacher), "jsonl": str(jsonl), "csv": str(text),
+            "sts": str(sts)}
+
+
+# ------------------------------------------------------------------------------ configuration
+def test_recipe_and_overrides_merge_command_line_wins(tmp_path):
+    recipe = _recipe(
+        tmp_path / "r.yaml", model_name_or_path="some/model", teacher_name_or_path="some/teacher", num_student_layers=2,
+        dataset_name="nyu-mll/glue", dataset_config_name="mrpc", output_dir=str(tmp_path / "out"),
+        learning_rate="3e-5", num_train_epochs=5, alpha=0.5, layer_strategy=[1, 3], text_columns=["a", "b"],
+    )
+    model_args, data_args, args = parse_train_config(
+        [recipe, "--learning_rate", "1e-4", "--alpha=0.9", "--data_dir", str(tmp_path), "--no_shared_projection",
+         "--dataset_config_name", "null", "--text_columns", "x", "y"]
+    )
+    assert args.learning_rate == pytest.approx(1e-4) and args.alpha == pytest.approx(0.9)  # overrides win
+    assert args.num_train_epochs == 5 and args.output_dir == str(tmp_path / "out")  # recipe values stay
+    assert model_args.teacher_name_or_path == ["some/teacher"] and model_args.layer_strategy == [1, 3]
+    assert data_args.data_dir == str(tmp_path) and data_args.dataset_config_name is None  # null: back to default
+    assert args.shared_projection is False and args.text_columns == ["x", "y"]
+    # a YAML "3e-5" (a string for PyYAML) still becomes a float; an unquoted `no` (a bool for PyYAML) stays "no"
+    with open(recipe, "a", encoding="utf-8") as handle:
+        handle.write("save_strategy: no\nuse_cpu: yes\n")
+    _, _, args = parse_train_config([recipe])
+    assert args.learning_rate == pytest.approx(3e-5)
+    assert args.save_strategy == "no" and args.use_cpu is True
+
+
+def test_parse_overrides_forms():
+    assert parse_overrides(["--a", "1", "--b=2", "--c", "x", "y", "--fp16", "--no_shared_projection"]) == {
+        "a": "1", "b": "2", "c": ["x", "y"], "fp16": True, "shared_projection": "false"}
+    with pytest.raises(ConfigError, match="--field value"):
+        parse_overrides(["stray"])
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    """Fail the test if any model or dataset is loaded."""
+    import datasets
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model or dataset was loaded before the configuration was checked")
+
+    monkeypatch.setattr(AutoModel, "from_pretrained", refuse)
+    monkeypatch.setattr(CrossEncoderModel, "from_backbone", refuse)
+    monkeypatch.setattr(CrossEncoderModel, "from_pretrained", refuse)
+    monkeypatch.setattr(datasets, "load_dataset", refuse)
+
+
+@pytest.mark.parametrize("where", ["recipe", "command line"])
+def test_unknown_key_lists_valid_keys_before_loading(tmp_path, capsys, no_loading, where):
+    settings = dict(model_name_or_path="m", data_dir=str(tmp_path), output_dir=str(tmp_path / "o"))
+    extra = []
+    if where == "recipe":
+        settings["lerning_rate"] = 1e-4
+    else:
+        extra = ["--lerning_rate", "1e-4"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", _recipe(tmp_path / "r.yaml", **settings), *extra])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "unknown key(s)" in message and "'lerning_rate' (did you mean 'learning_rate'" in message
+    for valid in ("model_name_or_path", "teacher_name_or_path", "data_dir", "precompute_teacher_logits",
+                  "temperature", "alpha", "per_device_train_batch_size"):
+        assert valid in message
+    with pytest.raises(ConfigError, match="Valid keys"):
+        parse_train_config([str(tmp_path / "r.yaml"), *extra])
+
+
+def test_bad_value_is_a_config_error(tmp_path, no_loading):
+    recipe = _recipe(tmp_path / "r.yaml", model_name_or_path="m", data_dir=str(tmp_path), output_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match="alpha"):
+        parse_train_config([recipe, "--alpha", "2"])
+    with pytest.raises(ConfigError, match="student_type"):
+        parse_train_config([recipe, "--student_type", "bi_encoder"])
+    with pytest.raises(ConfigError, match="model_name_or_path is missing"):
+        parse_train_config([recipe, "--model_name_or_path", "null"])
+
+
+# ------------------------------------------------------------------------------ data
+def test_data_dir_jsonl_and_csv(assets):
+    raw = load_raw_datasets(DataArguments(data_dir=assets["jsonl"]))
+    assert sorted(raw) == ["test", "train", "validation"] and len(raw["train"]) == 24
+    assert {"sentence1", "sentence2", "label"} <= set(raw["train"].column_names)
+    assert infer_labels(raw["train"], "label", None).num_labels == 2
+
+    raw = load_raw_datasets(DataArguments(data_dir=assets["csv"]))
+    assert sorted(raw) == ["train", "validation"] and len(raw["validation"]) == 10  # dev.csv is the validation split
+    labels = infer_labels(raw["train"], "label", None)
+    assert labels.names == ["no", "yes"] and labels.label2id == {"no": 0, "yes": 1}
+    with pytest.raises(ConfigError, match="no train/validation/test file"):
+        load_raw_datasets(DataArguments(data_dir=str(assets["root"])))
+
+
+# ------------------------------------------------------------------------------ end to end
+def _results(folder) -> dict:
+    return json.loads((folder / "all_results.json").read_text())
+
+
+def test_train_teacher_end_to_end(assets, tmp_path):
+    """Plain fine-tuning of a backbone (no teacher), string labels from csv: label2id from sorted names."""
+    out = tmp_path / "teacher"
+    recipe = _recipe(tmp_path / "teacher.yaml", model_name_or_path=assets["backbone"], data_dir=assets["csv"],
+                     output_dir="overridden", learning_rate=1e-3, max_length=32)
+    assert main(["train", recipe, "--output_dir", str(out), *FAST]) == 0
+    results = _results(out)
+    assert {"train_loss", "eval_accuracy", "eval_f1", "student_parameters"} <= set(results)
+    model = AutoModel.from_pretrained(out)
+    assert isinstance(model, CrossEncoderModel) and model.backbone.config.num_hidden_layers == 2
+    assert dict(model.config.label2id) == {"no": 0, "yes": 1} and model.tokenizer is not None
+
+    # `evaluate` scores the saved model as it is
+    evaluated = tmp_path / "evaluated"
+    assert main(["evaluate", "--model_name_or_path", str(out), "--data_dir", assets["csv"], "--max_length", "32",
+                 "--output_dir", str(evaluated), "--report_to", "none", "--use_cpu", "true"]) == 0
+    assert _results(evaluated)["eval_accuracy"] == pytest.approx(results["eval_accuracy"])
+
+
+@pytest.mark.parametrize("precompute", [False, True])
+def test_train_kd_end_to_end(assets, tmp_path, precompute):
+    """A 2-layer student cut from a 4-layer teacher (uniform: layers 1 and 3), online or precomputed logits."""
+    out = tmp_path / "student"
+    recipe = _recipe(tmp_path / "kd.yaml", teacher_name_or_path=assets["teacher"], num_student_layers=2,
+                     layer_strategy="uniform", data_dir=assets["jsonl"], output_dir=str(out), alpha=0.5,
+                     temperature=2.0, precompute_teacher_logits=precompute, max_length=32)
+    assert main(["train", recipe, *FAST, "--logging_steps", "1"]) == 0
+    results = _results(out)
+    assert {"train_loss", "eval_accuracy", "test_accuracy"} <= set(results)
+    student = AutoModel.from_pretrained(out)
+    assert isinstance(student, CrossEncoderModel) and student.backbone.config.num_hidden_layers == 2
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    assert any("soft" in entry for entry in history)  # the teacher was used
+
+
+def test_train_siamese_regression_on_score_column(assets, tmp_path):
+    """An STS-style folder with a float `score` column: regression (num_labels 1), label_scale applied."""
+    out = tmp_path / "siamese"
+    assert main(["train", "--model_name_or_path", assets["backbone"], "--student_type", "siamese", "--head", "cosine",
+                 "--data_dir", assets["sts"], "--label_scale", "5", "--output_dir", str(out), *FAST]) == 0
+    assert {"eval_spearman", "eval_pearson"} <= set(_results(out))
+    model = AutoModel.from_pretrained(out)
+    assert isinstance(model, SiameseModel) and model.config.num_labels == 1
+
+    scores = main(["sts-eval", str(out), f"{assets['sts']}/validation.jsonl"])
+    assert scores == 0
