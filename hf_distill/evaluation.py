@@ -10,13 +10,13 @@ Ranking (MRR/NDCG) lives in `hf_distill.ranking.RankingEvaluator`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ._io import as_numpy as _as_numpy, is_module as _is_module, read_jsonl as _read_jsonl
 from .metrics import accuracy, f1, pearson, spearman
 
 __all__ = ["PairClassificationEvaluator", "STSEvaluator"]
@@ -244,25 +244,3 @@ class PairClassificationEvaluator:
                 f"labels {unknown} are not in label2id={label2id}; set the model config's label2id or pass label2id=."
             )
         return np.asarray([label2id[str(label)] for label in self.labels], dtype=np.int64)
-
-
-def _as_numpy(values: Any) -> np.ndarray:
-    if hasattr(values, "detach"):  # torch.Tensor
-        values = values.detach().float().cpu().numpy()
-    return np.asarray(values, dtype=np.float64)
-
-
-def _is_module(obj: Any) -> bool:
-    try:
-        import torch
-
-        return isinstance(obj, torch.nn.Module)
-    except ImportError:  # pragma: no cover
-        return False
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist.")
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]

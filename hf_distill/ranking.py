@@ -16,7 +16,6 @@ MRR@10, NDCG@10 and MAP through `hf_distill.metrics.ranking_metrics` (ir_measure
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._io import as_numpy as _as_numpy, is_module as _is_module, read_jsonl as _read_jsonl
 from .metrics import ranking_metrics
 
 __all__ = ["Candidate", "RankingData", "RankingEvaluator", "load_qa_pairs", "load_trec_run"]
@@ -369,25 +369,3 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float64)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.maximum(norms, 1e-12)
-
-
-def _as_numpy(values: Any) -> np.ndarray:
-    if hasattr(values, "detach"):  # torch.Tensor
-        values = values.detach().float().cpu().numpy()
-    return np.asarray(values, dtype=np.float64)
-
-
-def _is_module(obj: Any) -> bool:
-    try:
-        import torch
-
-        return isinstance(obj, torch.nn.Module)
-    except ImportError:  # pragma: no cover
-        return False
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist.")
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
