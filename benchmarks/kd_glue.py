@@ -64,11 +64,11 @@ def evaluate(model, data, task: str, args: DistillationArguments) -> dict:
     return {k.removeprefix("eval_"): v for k, v in metrics.items() if k.startswith("eval_") and "runtime" not in k and "per_second" not in k}
 
 
-def teacher_for(task: str, data) -> tuple[CrossEncoderModel, dict, float]:
+def teacher_for(task: str, data, epochs: float | None = None) -> tuple[CrossEncoderModel, dict, float]:
     """The fine-tuned 6-layer teacher (trained once, then loaded from the cache)."""
     _, _, _, num_labels, _, _ = GLUE_TASKS[task]
     folder = CACHE / "teachers" / f"minilm-l6-{task}"
-    settings = TEACHER_SETTINGS[task]
+    settings = {**TEACHER_SETTINGS[task], **({"epochs": epochs} if epochs else {})}
     args = training_args(str(folder / "run"), task, settings["epochs"], settings["lr"], seed=42)
     seconds = 0.0
     if not (folder / "config.json").exists():
@@ -90,17 +90,19 @@ def main() -> None:
     parser.add_argument("--epochs", type=float, default=3)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--name", default="kd_glue")
+    parser.add_argument("--teacher_epochs", type=float, default=None, help="override the teacher's epochs (TEACHER_SETTINGS)")
     parser.add_argument("--max_samples", type=int, default=None, help="smoke runs only: cut every split")
     opts = parser.parse_args()
     command = "python benchmarks/kd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
-    results = {"settings": vars(opts), "teacher_settings": TEACHER_SETTINGS, "tasks": {}}
+    teacher_settings = {t: {**v, **({"epochs": opts.teacher_epochs} if opts.teacher_epochs else {})} for t, v in TEACHER_SETTINGS.items()}
+    results = {"settings": vars(opts), "teacher_settings": teacher_settings, "tasks": {}}
     for task in opts.tasks:
         _, columns, _, num_labels, _, metric = GLUE_TASKS[task]
         data = load_task(task)
         if opts.max_samples:
             data = data.map(lambda x: x).filter(lambda _, i: i < opts.max_samples, with_indices=True)
-        teacher, teacher_metrics, teacher_seconds = teacher_for(task, data)
+        teacher, teacher_metrics, teacher_seconds = teacher_for(task, data, opts.teacher_epochs)
         print(f"[{task}] teacher: {teacher_metrics}", flush=True)
         train = add_teacher_logits(data["train"], teacher, list(columns), batch_size=64, max_length=128)
         student_init = CrossEncoderModel.from_teacher(teacher, opts.student_layers, opts.strategy)
