@@ -14,6 +14,16 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, output_dir: str, filename: str) -> str:
+    """Write the figure as a PNG in the output folder and free it."""
+    fig.tight_layout()
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, filename)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_emd_flow(component, output_dir: str, filename: str = "emd_flow.png") -> str | None:
     """Heatmap of the last flow F (student layers x teacher layers), one panel per kind."""
     flows = {kind: flow.detach().float().cpu().numpy() for kind, flow in component.last_flows.items()}
@@ -32,12 +42,7 @@ def plot_emd_flow(component, output_dir: str, filename: str = "emd_flow.png") ->
             for j in range(flow.shape[1]):
                 ax.text(j, i, f"{flow[i, j]:.2f}", ha="center", va="center", color="white", fontsize=7)
         fig.colorbar(image, ax=ax)
-    fig.tight_layout()
-    os.makedirs(output_dir, exist_ok=True)
-    path = os.path.join(output_dir, filename)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, output_dir, filename)
 
 
 def plot_layer_weights(history: list[dict], output_dir: str, filename: str = "emd_layer_weights.png") -> str | None:
@@ -54,9 +59,4 @@ def plot_layer_weights(history: list[dict], output_dir: str, filename: str = "em
         ax.set_title(key.replace("_", " "))
         ax.set_xlabel("step")
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    os.makedirs(output_dir, exist_ok=True)
-    path = os.path.join(output_dir, filename)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, output_dir, filename)
