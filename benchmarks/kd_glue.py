@@ -17,7 +17,7 @@ import shlex
 import sys
 import time
 
-from common import CACHE, GLUE_TASKS, load_task, mean_std, minilm_dir, write_results
+from common import CACHE, GLUE_TASKS, label_maps, load_task, mean_std, minilm_dir, write_results
 
 from hf_distill import CrossEncoderModel
 from hf_distill.metrics import compute_metrics_for
@@ -72,7 +72,7 @@ def teacher_for(task: str, data, epochs: float | None = None) -> tuple[CrossEnco
     args = training_args(str(folder / "run"), task, settings["epochs"], settings["lr"], seed=42)
     seconds = 0.0
     if not (folder / "config.json").exists():
-        teacher = CrossEncoderModel.from_backbone(minilm_dir(), num_labels=num_labels)
+        teacher = CrossEncoderModel.from_backbone(minilm_dir(), num_labels=num_labels, **label_maps(task))
         start = time.perf_counter()
         DistillationTrainer(model=teacher, args=args, train_dataset=data["train"]).train()
         seconds = time.perf_counter() - start

@@ -1,0 +1,167 @@
+"""BERT-EMD on real GLUE data: a 2-layer student with no KD, uniform layer mapping (TinyBERT) or EMD, 3 seeds.
+
+Every arm starts from the same 2-layer copy of the fine-tuned 6-layer MiniLM teacher (cached by
+`kd_glue.py`), gets the same epochs, learning rate and batch, and differs only in the loss:
+
+- no KD: cross-entropy / MSE on the gold labels;
+- uniform: beta * (hidden MSE + attention-score MSE + embedding MSE) with student layer i -> teacher
+  layer i * L_T / L_S, plus alpha * soft + (1 - alpha) * hard (TinyBERT's one-to-one mapping);
+- EMD: beta * (EMD_hidden + EMD_attention + embedding MSE) + alpha * soft + (1 - alpha) * hard, with
+  the cost-attention update of the layer weights after every step (`hf_distill.methods.bert_emd`).
+
+Wall time per arm is recorded in the same run, so the EMD overhead over uniform mapping is a ratio
+measured on the same machine state. The flow heatmap and weight trajectories of the last EMD run of
+each task are copied next to the results.
+
+Usage: python benchmarks/emd_glue.py --tasks mrpc rte stsb --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from common import CACHE, GLUE_TASKS, RESULTS, load_task, mean_std, write_results
+from kd_glue import teacher_for, training_args
+
+from hf_distill import CrossEncoderModel
+from hf_distill.metrics import compute_metrics_for
+from hf_distill.trainer import DistillationTrainer
+
+BETA, ALPHA = 0.01, 0.8  # bert_emd preset defaults (the official code's)
+
+
+def arm_arguments(arm: str, beta: float, alpha: float) -> dict:
+    """The only thing that differs between arms: the loss weights."""
+    if arm == "no KD":
+        return dict(alpha=0.0)
+    if arm == "uniform":
+        return dict(alpha=alpha, hidden_weight=beta, attention_weight=beta, embedding_weight=beta, layer_mapping="uniform")
+    if arm == "EMD":
+        return dict(alpha=alpha, emd_weight=beta, embedding_weight=beta, emd_temperature=1.0, emd_update="softmax")
+    raise ValueError(arm)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=["mrpc", "rte", "stsb"], choices=sorted(GLUE_TASKS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", default=["no KD", "uniform", "EMD"])
+    parser.add_argument("--student_layers", type=int, default=2)
+    parser.add_argument("--strategy", default="uniform", help="which teacher layers the student keeps")
+    parser.add_argument("--epochs", type=float, default=1)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--beta", type=float, default=BETA, help="weight of the layer terms (both layer arms)")
+    parser.add_argument("--alpha", type=float, default=ALPHA, help="soft-loss share of the prediction loss")
+    parser.add_argument("--name", default="emd_glue")
+    parser.add_argument("--append", action="store_true", help="keep the tasks already in results/NAME.json")
+    parser.add_argument("--max_samples", type=int, default=None, help="smoke runs only: cut every split")
+    opts = parser.parse_args()
+    command = "python benchmarks/emd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+    results = {"settings": vars(opts), "tasks": {}}
+    previous = RESULTS / f"{opts.name}.json"
+    if opts.append and previous.exists():
+        kept = json.loads(previous.read_text())
+        results["tasks"] = {t: r for t, r in kept["tasks"].items() if t not in opts.tasks}
+        command = kept["command"] + " && " + command
+    for task in opts.tasks:
+        _, columns, _, num_labels, _, metric = GLUE_TASKS[task]
+        data = load_task(task)
+        if opts.max_samples:
+            data = data.filter(lambda _, i: i < opts.max_samples, with_indices=True)
+        teacher, teacher_metrics, teacher_seconds = teacher_for(task, data)
+        teacher.set_attn_implementation("eager")
+        print(f"[{task}] teacher: {teacher_metrics}", flush=True)
+        student_init = CrossEncoderModel.from_teacher(teacher, opts.student_layers, opts.strategy)
+        student_init.set_attn_implementation("eager")
+        task_results = {"teacher": teacher_metrics, "teacher_train_seconds": teacher_seconds, "arms": {}}
+        results["tasks"][task] = task_results
+        for seed in opts.seeds:  # seeds outermost: a cut-short run still has every arm
+            for arm in opts.arms:
+                student = copy.deepcopy(student_init)
+                output_dir = CACHE / "runs" / "emd" / task / arm.replace(" ", "_") / str(seed)
+                extra = arm_arguments(arm, opts.beta, opts.alpha)
+                args = training_args(str(output_dir), task, opts.epochs, opts.lr, seed, **extra)
+                trainer = DistillationTrainer(
+                    model=student,
+                    args=args,
+                    teachers=[teacher] if arm != "no KD" else None,
+                    train_dataset=data["train"],
+                    compute_metrics=compute_metrics_for(num_labels),
+                )
+                start = time.perf_counter()
+                trainer.train()
+                seconds = time.perf_counter() - start
+                metrics = trainer.evaluate(data["validation"])
+                metrics = {k.removeprefix("eval_"): v for k, v in metrics.items() if k.startswith("eval_") and "runtime" not in k and "per_second" not in k}
+                run = {"seed": seed, "train_seconds": seconds, "steps": trainer.state.global_step, **metrics}
+                run["terms"] = last_terms(trainer.state.log_history)
+                task_results["arms"].setdefault(arm, []).append(run)
+                print(f"[{task}] {arm} seed {seed}: {metrics} ({seconds:.0f}s) terms {run['terms']}", flush=True)
+                if arm == "EMD":
+                    keep_plots(trainer, task)
+                write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+
+
+def last_terms(log_history: list[dict]) -> dict:
+    """The last logged value of every loss term and layer weight (what the run ended with)."""
+    last: dict = {}
+    for entry in log_history:
+        for key, value in entry.items():
+            if key.startswith(("loss_", "w_")):
+                last[key] = value
+    return last
+
+
+def keep_plots(trainer: DistillationTrainer, task: str) -> None:
+    """Copy the EMD run's flow heatmap and weight trajectories next to the results."""
+    for png in Path(trainer.args.output_dir).glob("*.png"):
+        shutil.copy(png, RESULTS / f"emd_glue_{task}_{png.name}")
+
+
+def table_lines(opts, results: dict) -> list[str]:
+    """Quality per task and arm, the three-task average, and the wall-time ratio EMD / uniform."""
+    lines = [
+        f"{opts.student_layers}-layer cross-encoder student (`from_teacher`, strategy `{opts.strategy}`) of the fine-tuned "
+        f"6-layer MiniLM teacher; {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, max_length 128; beta {opts.beta:g}, "
+        f"alpha {opts.alpha:g}, T 1; seeds {opts.seeds}; validation split; mean ± std over seeds (x100).",
+        "",
+        "| task | model | metric | mean | std | runs | train s (mean) |",
+        "| --- | --- | --- | ---: | ---: | --- | ---: |",
+    ]
+    averages: dict[str, list[float]] = {}
+    for task, task_results in results["tasks"].items():
+        metric = GLUE_TASKS[task][5]
+        lines.append(f"| {task} | teacher (6 layers) | {metric} | {100 * task_results['teacher'][metric]:.2f} | – | 1 | – |")
+        for arm, runs in task_results["arms"].items():
+            values = [100 * r[metric] for r in runs]
+            mean, std = mean_std(values)
+            averages.setdefault(arm, []).append(mean)
+            seconds = mean_std([r["train_seconds"] for r in runs])[0]
+            lines.append(
+                f"| {task} | student: {arm} | {metric} | {mean:.2f} | {std:.2f} | {', '.join(f'{v:.1f}' for v in values)} | {seconds:.0f} |"
+            )
+    lines += ["", "| arm | average of the tasks' main metric |", "| --- | ---: |"]
+    lines += [f"| {arm} | {sum(v) / len(v):.2f} |" for arm, v in averages.items()]
+    ratios = []
+    for task_results in results["tasks"].values():
+        arms = task_results["arms"]
+        if "EMD" in arms and "uniform" in arms:
+            ratios.append(
+                mean_std([r["train_seconds"] / r["steps"] for r in arms["EMD"]])[0]
+                / mean_std([r["train_seconds"] / r["steps"] for r in arms["uniform"]])[0]
+            )
+    if ratios:
+        lines += ["", f"Train time per step, EMD / uniform (same run): {', '.join(f'{r:.3f}' for r in ratios)} (per task)."]
+    return lines
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Inference speed of k-layer students against their teachers, as cross-encoders and as Siamese bi-encoders.
+
+For each teacher (MiniLM 6L-384, MPNet 12L-768) and its students keeping k of its layers
+(uniform strategy, `CrossEncoderModel.from_teacher`), in both forms:
+
+- cross-encoder: the pair is read jointly, one sequence of `seq` tokens per pair;
+- Siamese: each side is read alone (two sequences of `seq` tokens, two backbone passes), then cosine;
+  the teacher's own bi-encoder form is the reference for the Siamese students.
+
+Inputs are real MRPC + STS-B pairs padded/truncated to exactly `seq` tokens (padding="max_length"),
+so the length is controlled. Reported per (teacher, form, layers, batch, seq): pairs/s and ms per
+batch (median of the timed batches after one warm-up batch), peak memory (process peak RSS on CPU,
+allocator peak on CUDA) and its increase over the memory in use before the timed forwards
+(activations), and each student's speed-up over its teacher next to the ideal layer ratio L_T/k.
+Configurations whose warm-up batch takes longer than --slow_s are timed on a single batch.
+
+Usage: python benchmarks/inference_speed.py [--teachers minilm mpnet --ks 2 3 4 --batch_sizes 32 64 --seq_lens 64 128 256 --batches 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+import statistics
+import sys
+import time
+
+import torch
+from common import PeakMemory, device, minilm_dir, mpnet_dir, siamese_form, text_pairs, timed, write_results
+
+from hf_distill import CrossEncoderModel
+
+TEACHERS = {"minilm": ("MiniLM-L6-384", minilm_dir), "mpnet": ("MPNet-L12-768", mpnet_dir)}
+TARGET = {"teacher": "minilm", "form": "cross", "layers": 2, "batch": 32, "seq": 128, "speedup": 2.7}
+
+
+def batch_inputs(tokenizer, pairs: list[tuple[str, str]], form: str, seq: int, on: torch.device) -> dict[str, torch.Tensor]:
+    """Model inputs of exactly `seq` tokens per sequence: the joint pair (cross) or each side alone (Siamese)."""
+    pad = dict(padding="max_length", truncation=True, max_length=seq, return_tensors="pt")
+    first, second = [a for a, _ in pairs], [b for _, b in pairs]
+    if form == "cross":
+        return {k: v.to(on) for k, v in tokenizer(first, second, **pad).items()}
+    sides = {"a": tokenizer(first, **pad), "b": tokenizer(second, **pad)}
+    return {f"{k}_{side}": v.to(on) for side, enc in sides.items() for k, v in enc.items()}
+
+
+def measure(model, inputs: dict[str, torch.Tensor], batches: int, slow_s: float, on: torch.device) -> dict:
+    """One warm-up forward, then `batches` timed forwards (1 when the warm-up took > slow_s) under a peak-memory probe."""
+    with torch.inference_mode():
+        _, warm_s = timed(lambda: model(**inputs))
+        count = 1 if warm_s > slow_s else batches
+        with PeakMemory(on) as memory:
+            times = [timed(lambda: model(**inputs))[1] for _ in range(count)]
+    batch = inputs["attention_mask" if "attention_mask" in inputs else "attention_mask_a"].size(0)
+    median_s = statistics.median(times)
+    return {
+        "pairs_per_s": batch / median_s,
+        "ms_per_batch": median_s * 1000,
+        "timed_batches": count,
+        "warmup_ms": warm_s * 1000,
+        "peak_mb": memory.peak_mb,
+        "activation_mb": memory.increase_mb,
+        "times_ms": [t * 1000 for t in times],
+    }
+
+
+def add_speedups(rows: list[dict]) -> None:
+    """Each row's pairs/s over its teacher's (same teacher, form, batch, seq) and the ideal ratio L_T/k."""
+    reference = {(r["teacher"], r["form"], r["batch"], r["seq"]): r for r in rows if r["layers"] == r["teacher_layers"]}
+    for row in rows:
+        ref = reference[(row["teacher"], row["form"], row["batch"], row["seq"])]
+        row["speedup"] = row["pairs_per_s"] / ref["pairs_per_s"]
+        row["ideal"] = row["teacher_layers"] / row["layers"]
+        row["speedup_over_ideal"] = row["speedup"] / row["ideal"]
+
+
+def target_line(rows: list[dict]) -> str:
+    t = TARGET
+    match = [
+        r for r in rows
+        if (r["teacher"], r["form"], r["layers"], r["batch"], r["seq"]) == (t["teacher"], t["form"], t["layers"], t["batch"], t["seq"])
+    ]
+    where = f"{t['layers']}-layer MiniLM cross-encoder student vs the 6-layer teacher at batch {t['batch']}, seq {t['seq']}"
+    if not match:
+        return f"Target (speed-up >= {t['speedup']}x, {where}): not measured, that configuration is not in this grid."
+    speedup = match[0]["speedup"]
+    verdict = "holds" if speedup >= t["speedup"] else "does not hold"
+    return f"Target: {where}: speed-up {speedup:.2f}x (target >= {t['speedup']}x, ideal {match[0]['ideal']:.1f}x): {verdict}."
+
+
+def table(rows: list[dict], opts, on: torch.device, attention: dict[str, str]) -> str:
+    slow = [r for r in rows if r["timed_batches"] < opts.batches]
+    memory = "allocator peak (max_memory_allocated)" if on.type == "cuda" else "process peak RSS (VmHWM after clear_refs)"
+    lines = [
+        f"Device: {on.type}. Attention: {', '.join(f'{k} {v}' for k, v in attention.items())}. fp32, inference_mode, eval.",
+        "Inputs: real MRPC + STS-B train pairs, padded/truncated to exactly `seq` tokens per sequence (padding=\"max_length\"). "
+        "Cross-encoder: one sequence per pair. Siamese: two sequences per pair (each side alone, two backbone passes) + cosine. "
+        "Students keep k teacher layers (uniform strategy); the Siamese reference is the teacher's own bi-encoder form.",
+        f"ms/batch: median of {opts.batches} timed batches after 1 warm-up batch; "
+        f"configurations whose warm-up batch took > {opts.slow_s:g} s were timed on 1 batch ({len(slow)} of {len(rows)}, see `timed`). "
+        f"Peak MB: {memory}; +MB: its increase over the memory in use right before the timed forwards (activations).",
+        "Speed-up: pairs/s over the teacher's (same form, batch, seq); ideal: L_T/k.",
+        "",
+        target_line(rows),
+        "",
+        "| teacher | form | layers | batch | seq | pairs/s | ms/batch | timed | peak MB | +MB | speed-up | ideal | speed-up/ideal |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['teacher_name']} | {r['form']} | {r['layers']} | {r['batch']} | {r['seq']} | {r['pairs_per_s']:.1f} | "
+            f"{r['ms_per_batch']:.1f} | {r['timed_batches']} | {r['peak_mb']:.0f} | {r['activation_mb']:.0f} | "
+            f"{r['speedup']:.2f}x | {r['ideal']:.1f}x | {r['speedup_over_ideal']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--teachers", nargs="+", choices=sorted(TEACHERS), default=["minilm", "mpnet"])
+    parser.add_argument("--ks", nargs="+", type=int, default=[2, 3, 4], help="layers kept by the students")
+    parser.add_argument("--batch_sizes", nargs="+", type=int, default=[32, 64])
+    parser.add_argument("--seq_lens", nargs="+", type=int, default=[64, 128, 256])
+    parser.add_argument("--batches", type=int, default=3, help="timed batches per configuration, after 1 warm-up")
+    parser.add_argument("--slow_s", type=float, default=5.0, help="time 1 batch only where the warm-up batch takes longer")
+    parser.add_argument("--name", default="inference_speed")
+    opts = parser.parse_args()
+    command = "python benchmarks/inference_speed.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    torch.manual_seed(0)
+    on = device()
+
+    pairs = text_pairs(("mrpc", "stsb"))
+    random.Random(0).shuffle(pairs)
+    rows: list[dict] = []
+    attention: dict[str, str] = {}
+    start = time.perf_counter()
+    for key in opts.teachers:
+        name, path = TEACHERS[key]
+        teacher = CrossEncoderModel.from_backbone(path(), num_labels=1).eval().to(on)
+        depth = teacher.config.encoder.num_hidden_layers
+        attention[name] = teacher.config.encoder._attn_implementation
+        for layers in [depth, *sorted(set(opts.ks) - {depth}, reverse=True)]:
+            cross = teacher if layers == depth else CrossEncoderModel.from_teacher(teacher, layers, "uniform").eval()
+            for form, model in (("cross", cross), ("siamese", siamese_form(cross))):
+                for batch in opts.batch_sizes:
+                    for seq in opts.seq_lens:
+                        inputs = batch_inputs(teacher.tokenizer, pairs[:batch], form, seq, on)
+                        row = {"teacher": key, "teacher_name": name, "teacher_layers": depth, "form": form,
+                               "layers": layers, "batch": batch, "seq": seq}
+                        row.update(measure(model, inputs, opts.batches, opts.slow_s, on))
+                        rows.append(row)
+                        print(f"[{time.perf_counter() - start:6.0f}s] {name} {form} {layers}L batch {batch} seq {seq}: "
+                              f"{row['pairs_per_s']:.1f} pairs/s, {row['timed_batches']} timed", file=sys.stderr, flush=True)
+            del cross
+        del teacher
+
+    add_speedups(rows)
+    order = {key: i for i, key in enumerate(opts.teachers)}
+    rows.sort(key=lambda r: (order[r["teacher"]], r["form"], r["batch"], r["seq"], -r["layers"]))
+    payload = {"rows": rows, "target": TARGET, "device": on.type, "attention": attention,
+               "wall_s": time.perf_counter() - start, "settings": vars(opts)}
+    write_results(opts.name, payload, table(rows, opts, on, attention), command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,340 @@
+"""Where a distillation step's time goes, per method, and what each method adds to the step.
+
+Part 1, breakdown: for every method, the trainer's own pieces (collator, `_teacher_outputs`, the
+student forward, each loss component, backward, optimizer, callbacks) are run one after the other
+on the same batches and timed separately; for BERT-EMD the POT flow solve is timed inside the
+loss, and for attention-reading methods the student forward is also timed without the query/key
+capture, so the capture's cost is a difference measured on the same batch. Reported as ms and as
+fractions of the step, at several sequence lengths (texts are made long enough that truncation
+fixes the length).
+
+Part 2, full steps: `DistillationTrainer.train()` steps of each arm timed by a callback, arms in
+alternating rounds, median per arm. Ratios: BERT-EMD over the same loss with the uniform
+(TinyBERT) mapping (target <= 1.05), VIRT over the same Siamese student with logit KD only
+(target <= 1.10).
+
+Part 3, EMD growth: the two L_S x L_T cost matrices (forward + backward) and the flow solves on
+synthetic hidden states and attention scores, for several depths.
+
+Usage: python benchmarks/step_breakdown.py [--seq_lens 64 128 256 --steps 8 --full_steps 20 --rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import shlex
+import statistics
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+from common import load_task, minilm_dir, write_results
+from step_time import StepTimer
+
+import hf_distill.losses.emd as emd_module
+from hf_distill import CrossEncoderModel, SiameseModel
+from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow, layer_cost_matrix
+from hf_distill.teachers import add_teacher_logits
+from hf_distill.trainer import DistillationTrainer
+from hf_distill.training_args import DistillationArguments
+
+COLUMNS = ["sentence1", "sentence2"]
+
+
+@dataclass
+class Method:
+    """One arm: the student, whether the teacher runs online, and the loss weights."""
+
+    name: str
+    siamese: bool
+    online_teacher: bool
+    precomputed_logits: bool = False
+    weights: dict = field(default_factory=dict)
+
+
+METHODS = [
+    Method("fine-tuning (cross-encoder, no teacher)", False, False, weights=dict(alpha=0.0)),
+    Method("KD, precomputed logits (cross-encoder)", False, False, True, dict(alpha=0.5)),
+    Method("KD, online teacher (cross-encoder)", False, True, weights=dict(alpha=0.5)),
+    Method(
+        "Simplified TinyBERT (uniform mapping)", False, True,
+        weights=dict(alpha=0.5, hidden_weight=1.0, attention_weight=1.0, embedding_weight=1.0),
+    ),
+    Method("BERT-EMD", False, True, weights=dict(alpha=0.5, emd_weight=1.0, embedding_weight=1.0)),
+    Method("Siamese KD, online teacher", True, True, weights=dict(alpha=0.5)),
+    Method("VIRT (Siamese)", True, True, weights=dict(alpha=0.5, virt_weight=1.0)),
+    Method("DvBERT (Siamese, precomputed logits, annealing)", True, False, True, dict(annealing="linear")),
+]
+RATIOS = {  # name -> (arm, reference arm, target)
+    "EMD overhead: BERT-EMD / Simplified TinyBERT (uniform)": (
+        "BERT-EMD", "Simplified TinyBERT (uniform mapping)", 1.05),
+    "VIRT overhead: VIRT / Siamese KD (online teacher)": ("VIRT (Siamese)", "Siamese KD, online teacher", 1.10),
+}
+
+
+def long_texts(data, rows: int, seq: int):
+    """MRPC pairs whose sides are made just long enough (consecutive sentences joined, ~20 tokens each)
+    that truncation to `seq` tokens sets the length of every pair and of every side."""
+    s1, s2 = list(data["sentence1"]), list(data["sentence2"])
+    n, per_side = len(s1), seq // 16 + 1
+    return data.select(range(rows)).map(
+        lambda _, i: {c: " ".join(src[(i + j) % n] for j in range(per_side)) for c, src in (("sentence1", s1), ("sentence2", s2))},
+        with_indices=True,
+    )
+
+
+def build_trainer(method: Method, teacher, cross_init, siamese_init, train, seq: int, batch: int, steps: int, callbacks=()):
+    student = copy.deepcopy(siamese_init if method.siamese else cross_init)
+    args = DistillationArguments(
+        output_dir="/tmp/hf_distill_step_breakdown",
+        max_steps=steps,
+        per_device_train_batch_size=batch,
+        learning_rate=1e-5,
+        max_length=seq,
+        text_columns=COLUMNS,
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_drop_last=True,
+        **method.weights,
+    )
+    return DistillationTrainer(
+        model=student,
+        args=args,
+        teachers=[teacher] if method.online_teacher else None,
+        train_dataset=train,
+        callbacks=list(callbacks),
+    )
+
+
+class FlowTimer:
+    """Times every POT solve made by EMDLayerLoss while active (patches the module's `earth_movers_flow`)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __call__(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return earth_movers_flow(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    @contextlib.contextmanager
+    def active(self):
+        emd_module.earth_movers_flow = self
+        try:
+            yield self
+        finally:
+            emd_module.earth_movers_flow = earth_movers_flow
+
+
+def timed(times: dict, name: str, fn, *args, **kwargs):
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    times[name] += time.perf_counter() - start
+    return result
+
+
+def breakdown(trainer: DistillationTrainer, steps: int) -> dict[str, float]:
+    """Median ms of each piece of the step over `steps` batches (after one warm-up step)."""
+    model = trainer.model
+    model.train()
+    optimizer = trainer.create_optimizer()
+    loader = iter(trainer.get_train_dataloader())
+    requires = trainer.requires
+    flags = dict(
+        output_hidden_states="hidden_states" in requires,
+        output_attentions="attentions" in requires,
+        output_query_key="query_key" in requires,
+    )
+    captures = any(flags.values())
+    cost_callbacks = [c for c in trainer.callback_handler.callbacks if hasattr(c, "components")]
+    samples: dict[str, list[float]] = defaultdict(list)
+    for step in range(steps + 1):
+        times: dict[str, float] = defaultdict(float)
+        flow_timer = FlowTimer()
+        start = time.perf_counter()
+        batch = timed(times, "data (collate)", next, loader)
+        inputs = trainer._prepare_inputs(batch)
+        student_inputs = {k: v for k, v in inputs.items() if not k.startswith("teacher_")}
+        teacher_outs = timed(times, "teacher forward", trainer._teacher_outputs, inputs)
+        student_out = timed(times, "student forward", model, **student_inputs, **flags)
+        terms = {}
+        with flow_timer.active():
+            for component in trainer.loss_components:
+                name = f"loss: {type(component).__name__}"
+                terms.update(timed(times, name, component, student_out, teacher_outs, inputs))
+        if any(isinstance(c, EMDLayerLoss) for c in trainer.loss_components):
+            times["  of which EMD flow solve (POT)"] = flow_timer.seconds
+        weights = trainer._weights(terms, has_teachers=bool(teacher_outs))
+        loss = sum(weights[name] * value for name, value in terms.items() if name in weights)
+        timed(times, "backward", loss.backward)
+        timed(times, "optimizer", lambda: (optimizer.step(), optimizer.zero_grad(), trainer.loss_components.zero_grad()))
+        for callback in cost_callbacks:
+            timed(times, "cost-attention update", callback.on_step_end, trainer.args, trainer.state, trainer.control)
+        times["step (sum)"] = time.perf_counter() - start
+        if captures:  # the same forward without the hidden/attention capture: its cost is the difference
+            first = time.perf_counter()
+            with torch.no_grad():
+                model(**student_inputs)
+            second = time.perf_counter()
+            with torch.no_grad():
+                model(**student_inputs, **flags)
+            third = time.perf_counter()
+            times["  capture cost (no-grad forward with - without)"] = (third - second) - (second - first)
+        del loss, student_out, teacher_outs, terms
+        if step == 0:
+            continue  # warm-up
+        for name, seconds in times.items():
+            samples[name].append(seconds * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def full_steps(methods, teacher, cross_init, siamese_init, train_for, seq, batch, steps, rounds) -> dict[str, list[float]]:
+    """ms per `trainer.train()` step of each arm, arms alternating within each round (first 3 steps dropped)."""
+    samples: dict[str, list[float]] = defaultdict(list)
+    for _ in range(rounds):
+        for method in methods:
+            timer = StepTimer()
+            trainer = build_trainer(method, teacher, cross_init, siamese_init, train_for(method), seq, batch, steps, [timer])
+            trainer.train()
+            samples[method.name] += [t * 1000 for t in timer.times[3:]]
+    return samples
+
+
+def emd_growth(depths, seq: int, batch: int, heads: int, repeats: int) -> list[dict]:
+    """Cost matrices (forward + backward) and POT solves for synthetic layers of each depth pair."""
+    rows = []
+    generator = torch.Generator().manual_seed(0)
+    for student_layers, teacher_layers, dim in depths:
+        mask = torch.ones(batch, seq)
+        hidden_s = torch.randn(student_layers, batch, seq, dim, generator=generator, requires_grad=True)
+        hidden_t = torch.randn(teacher_layers, batch, seq, dim, generator=generator)
+        scores_s = torch.randn(student_layers, batch, heads, seq, seq, generator=generator, requires_grad=True)
+        scores_t = torch.randn(teacher_layers, batch, heads, seq, seq, generator=generator)
+        loss = EMDLayerLoss(student_layers, teacher_layers, dim, dim)
+        cost_ms, solve_ms = [], []
+        for _ in range(repeats + 1):
+            start = time.perf_counter()
+            hidden_cost = layer_cost_matrix(hidden_s, hidden_t, mask)
+            attention_cost = layer_cost_matrix(scores_s, scores_t, None, center=False)
+            (hidden_cost.sum() + attention_cost.sum()).backward()
+            middle = time.perf_counter()
+            for kind, cost in (("hidden", hidden_cost), ("attention", attention_cost)):
+                earth_movers_flow(*loss.masses(kind), cost)
+            end = time.perf_counter()
+            cost_ms.append((middle - start) * 1000)
+            solve_ms.append((end - middle) * 1000)
+        rows.append(dict(
+            student_layers=student_layers, teacher_layers=teacher_layers, hidden=dim, seq=seq, batch=batch, heads=heads,
+            cost_ms=statistics.median(cost_ms[1:]), solve_ms=statistics.median(solve_ms[1:]),
+        ))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq_lens", nargs="+", type=int, default=[64, 128, 256])
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=8, help="breakdown: timed steps per method and length")
+    parser.add_argument("--full_seq", type=int, default=128, help="full steps: sequence length")
+    parser.add_argument("--full_steps", type=int, default=20, help="full steps: steps per arm and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--student_layers", type=int, default=2)
+    parser.add_argument("--name", default="step_breakdown")
+    opts = parser.parse_args()
+    command = "python benchmarks/step_breakdown.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    torch.manual_seed(0)
+
+    rows = max(opts.steps + 2, opts.full_steps + 2) * opts.batch
+    mrpc = load_task("mrpc", splits=("train",))["train"].shuffle(seed=0)
+    data = {seq: long_texts(mrpc, rows, seq) for seq in {*opts.seq_lens, opts.full_seq}}
+    teacher = CrossEncoderModel.from_backbone(minilm_dir(), num_labels=2, attn_implementation="eager").eval()
+    cross_init = CrossEncoderModel.from_teacher(teacher, opts.student_layers, "uniform")
+    siamese_init = SiameseModel.from_backbone(minilm_dir(), pooling="mean", num_labels=2, attn_implementation="eager")
+    with_logits = {}
+
+    def train_for(method: Method, seq: int):
+        if not method.precomputed_logits:
+            return data[seq]
+        if seq not in with_logits:
+            with_logits[seq] = add_teacher_logits(data[seq], teacher, COLUMNS, max_length=seq)
+        return with_logits[seq]
+
+    results: dict = {"settings": vars(opts), "breakdown": {}, "full_steps_ms": {}, "ratios": {}, "emd_growth": []}
+    for seq in opts.seq_lens:
+        for method in METHODS:
+            trainer = build_trainer(method, teacher, cross_init, siamese_init, train_for(method, seq), seq, opts.batch, opts.steps)
+            results["breakdown"].setdefault(method.name, {})[seq] = breakdown(trainer, opts.steps)
+            print(f"[breakdown seq {seq}] {method.name}: {results['breakdown'][method.name][seq]}", flush=True)
+
+    compared = [m for m in METHODS if m.name in {n for pair in RATIOS.values() for n in pair[:2]}]
+    samples = full_steps(
+        compared, teacher, cross_init, siamese_init, lambda m: train_for(m, opts.full_seq),
+        opts.full_seq, opts.batch, opts.full_steps, opts.rounds,
+    )
+    results["full_steps_ms"] = {name: statistics.median(v) for name, v in samples.items()}
+    for label, (arm, reference, target) in RATIOS.items():
+        ratio = results["full_steps_ms"][arm] / results["full_steps_ms"][reference]
+        results["ratios"][label] = {"measured": ratio, "target": target, "holds": ratio <= target}
+
+    depths = [(2, 6, 384), (3, 6, 384), (4, 6, 384), (6, 6, 384), (4, 12, 768), (6, 12, 768)]
+    for seq in opts.seq_lens[:2]:
+        results["emd_growth"] += emd_growth(depths, seq, opts.batch, 12, repeats=3)
+    write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+
+
+def table_lines(opts, results: dict) -> list[str]:
+    lines = [
+        f"MiniLM-L6 teacher (6 layers, eager attention); cross-encoder students keep {opts.student_layers} of its layers; "
+        f"Siamese students are the 6-layer MiniLM bi-encoder; batch {opts.batch}; median of {opts.steps} steps after a "
+        "warm-up; every sequence truncated to exactly the given length.",
+        "",
+        "### Breakdown (ms per step, share of the step in brackets)",
+        "",
+    ]
+    for method, by_seq in results["breakdown"].items():
+        seqs = list(by_seq)
+        parts = [p for p in by_seq[seqs[0]] if p != "step (sum)"]
+        lines += [f"**{method}**", "", "| part | " + " | ".join(f"seq {s}" for s in seqs) + " |",
+                  "| --- |" + " ---: |" * len(seqs)]
+        for part in parts:
+            cells = []
+            for s in seqs:
+                value, total = by_seq[s].get(part, 0.0), by_seq[s]["step (sum)"]
+                cells.append(f"{value:.1f} ({100 * value / total:.0f}%)")
+            lines.append(f"| {part} | " + " | ".join(cells) + " |")
+        lines.append("| step | " + " | ".join(f"{by_seq[s]['step (sum)']:.1f}" for s in seqs) + " |")
+        lines.append("")
+    lines += [
+        f"### Full `trainer.train()` steps (seq {opts.full_seq}, {opts.rounds} alternating rounds x {opts.full_steps} steps, "
+        "median ms)",
+        "",
+        "| arm | ms/step |",
+        "| --- | ---: |",
+        *(f"| {name} | {ms:.1f} |" for name, ms in results["full_steps_ms"].items()),
+        "",
+        "| ratio | measured | target | holds |",
+        "| --- | ---: | ---: | --- |",
+        *(f"| {k} | {v['measured']:.3f} | <= {v['target']:.2f} | {'yes' if v['holds'] else 'no'} |"
+          for k, v in results["ratios"].items()),
+        "",
+        "### EMD cost matrices and flow solves by depth (synthetic layers, 12 heads, median ms)",
+        "",
+        "| L_S x L_T | hidden | seq | batch | cost matrices fwd+bwd | 2 POT solves |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *(f"| {r['student_layers']} x {r['teacher_layers']} | {r['hidden']} | {r['seq']} | {r['batch']} | "
+          f"{r['cost_ms']:.1f} | {r['solve_ms']:.2f} |" for r in results["emd_growth"]),
+    ]
+    return lines
+
+
+if __name__ == "__main__":
+    main()
