@@ -33,9 +33,10 @@ GLUE_TASKS = {
     "mrpc": ("mrpc", ("sentence1", "sentence2"), "label", 2, 1.0, "accuracy"),
     "stsb": ("stsb", ("sentence1", "sentence2"), "score", 1, 5.0, "spearman"),
     "rte": ("rte", ("premise", "hypothesis"), "label", 2, 1.0, "accuracy"),
+    "snli": ("snli", ("premise", "hypothesis"), "label", 3, 1.0, "accuracy"),
 }
 # tasks whose files carry label names instead of ids (GLUE's id order)
-LABEL_NAMES = {"rte": ["entailment", "not_entailment"]}
+LABEL_NAMES = {"rte": ["entailment", "not_entailment"], "snli": ["entailment", "neutral", "contradiction"]}
 
 
 def label_maps(task: str) -> dict:
@@ -63,12 +64,32 @@ def mpnet_dir() -> str:
     return str(path)
 
 
-def load_task(task: str, splits=("train", "validation")):
-    """A GLUE-style task from ../shared/data as a DatasetDict."""
+def load_task(task: str, splits=("train", "validation"), files: dict[str, str] | None = None):
+    """A GLUE-style task from ../shared/data as a DatasetDict; `files` maps split names to other
+    files of the task (e.g. {"train": "validation", "validation": "test"} for SNLI, which has no train)."""
     folder = DATA / GLUE_TASKS[task][0]
     if not folder.exists():
         sys.exit(f"{folder} not found: the real datasets live in ../shared/data")
-    return load_dataset("json", data_files={s: str(folder / f"{s}.jsonl") for s in splits})
+    files = files or {s: s for s in splits}
+    return load_dataset("json", data_files={split: str(folder / f"{name}.jsonl") for split, name in files.items()})
+
+
+def eval_metrics(trainer, dataset) -> dict:
+    """`trainer.evaluate(dataset)` without the `eval_` prefix and the timing entries."""
+    metrics = trainer.evaluate(dataset)
+    return {
+        k.removeprefix("eval_"): v for k, v in metrics.items() if k.startswith("eval_") and "runtime" not in k and "per_second" not in k
+    }
+
+
+def last_terms(log_history: list[dict]) -> dict:
+    """The last logged value of every loss term and EMD layer weight (what a run ended with)."""
+    last: dict = {}
+    for entry in log_history:
+        for key, value in entry.items():
+            if key not in ("loss", "grad_norm", "learning_rate", "epoch", "step", "total_flos") and not key.startswith("train_"):
+                last[key] = value
+    return last
 
 
 def text_pairs(tasks: Sequence[str], splits: Sequence[str] = ("train",)) -> list[tuple[str, str]]:

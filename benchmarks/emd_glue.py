@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import CACHE, GLUE_TASKS, RESULTS, load_task, mean_std, write_results
+from common import CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, write_results
 from kd_glue import teacher_for, training_args
 
 from hf_distill import CrossEncoderModel
@@ -99,8 +99,7 @@ def main() -> None:
                 start = time.perf_counter()
                 trainer.train()
                 seconds = time.perf_counter() - start
-                metrics = trainer.evaluate(data["validation"])
-                metrics = {k.removeprefix("eval_"): v for k, v in metrics.items() if k.startswith("eval_") and "runtime" not in k and "per_second" not in k}
+                metrics = eval_metrics(trainer, data["validation"])
                 run = {"seed": seed, "train_seconds": seconds, "steps": trainer.state.global_step, **metrics}
                 run["terms"] = last_terms(trainer.state.log_history)
                 task_results["arms"].setdefault(arm, []).append(run)
@@ -108,16 +107,6 @@ def main() -> None:
                 if arm == "EMD":
                     keep_plots(trainer, task)
                 write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
-
-
-def last_terms(log_history: list[dict]) -> dict:
-    """The last logged value of every loss term and layer weight (what the run ended with)."""
-    last: dict = {}
-    for entry in log_history:
-        for key, value in entry.items():
-            if key.startswith(("loss_", "w_")):
-                last[key] = value
-    return last
 
 
 def keep_plots(trainer: DistillationTrainer, task: str) -> None:

@@ -17,7 +17,7 @@ import shlex
 import sys
 import time
 
-from common import CACHE, GLUE_TASKS, label_maps, load_task, mean_std, minilm_dir, write_results
+from common import CACHE, GLUE_TASKS, eval_metrics, label_maps, load_task, mean_std, minilm_dir, write_results
 
 from hf_distill import CrossEncoderModel
 from hf_distill.metrics import compute_metrics_for
@@ -25,7 +25,7 @@ from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
 from hf_distill.training_args import DistillationArguments
 
-TEACHER_SETTINGS = {"mrpc": dict(epochs=5, lr=5e-5), "stsb": dict(epochs=4, lr=5e-5), "rte": dict(epochs=5, lr=5e-5)}
+TEACHER_SETTINGS = {"mrpc": dict(epochs=5, lr=5e-5), "stsb": dict(epochs=4, lr=5e-5), "rte": dict(epochs=5, lr=5e-5), "snli": dict(epochs=3, lr=5e-5)}
 # arm -> (alpha, temperature); alpha = 0 is plain fine-tuning on gold labels (no KD).
 ARMS = {
     "classification": {"no KD": (0.0, 1.0), "KD a=0.5 T=1": (0.5, 1.0), "KD a=0.9 T=4": (0.9, 4.0)},
@@ -59,9 +59,8 @@ def training_args(output_dir: str, task: str, epochs: float, lr: float, seed: in
 
 
 def evaluate(model, data, task: str, args: DistillationArguments) -> dict:
-    trainer = DistillationTrainer(model=model, args=args, eval_dataset=data, compute_metrics=compute_metrics_for(model.config.num_labels))
-    metrics = trainer.evaluate()
-    return {k.removeprefix("eval_"): v for k, v in metrics.items() if k.startswith("eval_") and "runtime" not in k and "per_second" not in k}
+    trainer = DistillationTrainer(model=model, args=args, compute_metrics=compute_metrics_for(model.config.num_labels))
+    return eval_metrics(trainer, data)
 
 
 def teacher_for(task: str, data, epochs: float | None = None) -> tuple[CrossEncoderModel, dict, float]:

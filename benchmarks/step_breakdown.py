@@ -248,6 +248,8 @@ def main() -> None:
     parser.add_argument("--full_steps", type=int, default=20, help="full steps: steps per arm and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--student_layers", type=int, default=2)
+    parser.add_argument("--methods", nargs="+", default=None, help="only the methods whose name contains one of these")
+    parser.add_argument("--skip_full", action="store_true", help="breakdown only (no full-step comparison, no EMD growth)")
     parser.add_argument("--name", default="step_breakdown")
     opts = parser.parse_args()
     command = "python benchmarks/step_breakdown.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -269,12 +271,16 @@ def main() -> None:
         return with_logits[seq]
 
     results: dict = {"settings": vars(opts), "breakdown": {}, "full_steps_ms": {}, "ratios": {}, "emd_growth": []}
+    methods = [m for m in METHODS if not opts.methods or any(part in m.name for part in opts.methods)]
     for seq in opts.seq_lens:
-        for method in METHODS:
+        for method in methods:
             trainer = build_trainer(method, teacher, cross_init, siamese_init, train_for(method, seq), seq, opts.batch, opts.steps)
             results["breakdown"].setdefault(method.name, {})[seq] = breakdown(trainer, opts.steps)
             print(f"[breakdown seq {seq}] {method.name}: {results['breakdown'][method.name][seq]}", flush=True)
 
+    if opts.skip_full:
+        write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+        return
     compared = [m for m in METHODS if m.name in {n for pair in RATIOS.values() for n in pair[:2]}]
     samples = full_steps(
         compared, teacher, cross_init, siamese_init, lambda m: train_for(m, opts.full_seq),
