@@ -25,7 +25,7 @@ from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
 from hf_distill.training_args import DistillationArguments
 
-TEACHER_SETTINGS = {"mrpc": dict(epochs=5, lr=5e-5), "stsb": dict(epochs=4, lr=5e-5), "rte": dict(epochs=5, lr=5e-5), "snli": dict(epochs=3, lr=5e-5)}
+TEACHER_SETTINGS = {"mrpc": dict(epochs=5, lr=5e-5), "stsb": dict(epochs=4, lr=5e-5), "rte": dict(epochs=5, lr=5e-5), "snli": dict(epochs=2, lr=5e-5)}
 # arm -> (alpha, temperature); alpha = 0 is plain fine-tuning on gold labels (no KD).
 ARMS = {
     "classification": {"no KD": (0.0, 1.0), "KD a=0.5 T=1": (0.5, 1.0), "KD a=0.9 T=4": (0.9, 4.0)},

@@ -281,13 +281,15 @@ def main() -> None:
     if opts.skip_full:
         write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
         return
-    compared = [m for m in METHODS if m.name in {n for pair in RATIOS.values() for n in pair[:2]}]
+    compared = [m for m in methods if m.name in {n for pair in RATIOS.values() for n in pair[:2]}]
     samples = full_steps(
         compared, teacher, cross_init, siamese_init, lambda m: train_for(m, opts.full_seq),
         opts.full_seq, opts.batch, opts.full_steps, opts.rounds,
     )
     results["full_steps_ms"] = {name: statistics.median(v) for name, v in samples.items()}
     for label, (arm, reference, target) in RATIOS.items():
+        if arm not in results["full_steps_ms"] or reference not in results["full_steps_ms"]:
+            continue
         ratio = results["full_steps_ms"][arm] / results["full_steps_ms"][reference]
         results["ratios"][label] = {"measured": ratio, "target": target, "holds": ratio <= target}
 

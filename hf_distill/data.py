@@ -82,6 +82,20 @@ def check_labels(name: str, dataset, label_column: str, label2id: dict[str, int]
             )
 
 
+def _equivalent(student_tokenizer: Any, teacher_tokenizer: Any) -> bool:
+    """Whether both tokenizers turn any pair into the same tensors (ids, specials, padding, truncation, inputs)."""
+    if teacher_tokenizer is student_tokenizer:
+        return True
+    settings = ("padding_side", "truncation_side", "model_input_names")
+    if any(getattr(student_tokenizer, a, None) != getattr(teacher_tokenizer, a, None) for a in settings):
+        return False
+    try:
+        check_same_tokenizer(student_tokenizer, teacher_tokenizer)
+    except (ValueError, AttributeError, TypeError):
+        return False
+    return True
+
+
 @dataclass
 class PairCollator:
     """Turn rows with two text columns (and optional label / teacher logits) into model batches.
@@ -120,6 +134,9 @@ class PairCollator:
             if not self.teacher_tokenizers:
                 raise ValueError("virt_alignment=True needs teacher_tokenizers=[...]: the aligned teacher is the first one.")
             check_same_tokenizer(self.tokenizer, self.teacher_tokenizers[0], "teacher_tokenizers[0]")
+        # A cross-encoder student's joint view is exactly what a teacher with an equivalent tokenizer
+        # would get: reuse it instead of tokenising the batch once more per teacher.
+        self._reuses_student_view = [not self.siamese and _equivalent(self.tokenizer, t) for t in self.teacher_tokenizers]
 
     def columns(self) -> list[str]:
         """The dataset columns this collator reads (the trainer keeps exactly these)."""
@@ -131,6 +148,7 @@ class PairCollator:
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         first, second = ([str(row[c]) for row in rows] for c in self.text_columns)
         batch: dict[str, torch.Tensor] = {}
+        joint: dict[str, torch.Tensor] | None = None
         aligned = tokenize_aligned(self.tokenizer, first, second, self.max_length) if self.virt_alignment else None
         if aligned is not None:
             for suffix, view in (("_a", aligned.side_a), ("_b", aligned.side_b)):
@@ -141,11 +159,13 @@ class PairCollator:
             for suffix, texts in (("_a", first), ("_b", second)):
                 batch.update({k + suffix: v for k, v in self._tokenize(self.tokenizer, texts).items()})
         else:
-            batch.update(self._tokenize(self.tokenizer, first, second))
+            joint = self._tokenize(self.tokenizer, first, second)
+            batch.update(joint)
         for k, tokenizer in enumerate(self.teacher_tokenizers):
             if aligned is not None and k == 0:
                 continue  # the aligned joint view, built from the student's token ids
-            batch.update({f"teacher_{k}_{name}": v for name, v in self._tokenize(tokenizer, first, second).items()})
+            view = joint if self._reuses_student_view[k] else self._tokenize(tokenizer, first, second)
+            batch.update({f"teacher_{k}_{name}": v for name, v in view.items()})
         if self.label_column and self.label_column in rows[0] and rows[0][self.label_column] is not None:
             values = [row[self.label_column] for row in rows]
             batch["labels"] = labels_to_ids(values, self.label2id, self.regression, self.label_scale)

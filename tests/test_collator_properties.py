@@ -133,3 +133,40 @@ def test_virt_aligned_views(tiny_tokenizer, batch_rows, max_length):
             assert joint_types[row, t].eq(segment).all()
             # [CLS] / [SEP] / padding are never aligned ([UNK] is content and may be)
             assert not any(i in structural for i in joint_ids[row, t].tolist())
+
+
+def test_teacher_with_an_equivalent_tokenizer_reuses_the_cross_encoder_view(tiny_tokenizer, tiny_vocab_file, tmp_path):
+    """A teacher whose tokenizer is equivalent to the student's gets the student's joint view (tokenised
+    once, identical tensors); a differing tokenizer (here: another vocabulary) still gets its own."""
+    from transformers import BertTokenizerFast
+
+    equivalent = BertTokenizerFast(tiny_vocab_file)  # a separate object with the same vocabulary and settings
+    tokens = open(tiny_vocab_file, encoding="utf-8").read().split("\n")
+    specials = [t for t in tokens if t.startswith("[")]
+    shuffled = tmp_path / "vocab.txt"  # the same tokens, other ids
+    shuffled.write_text("\n".join(specials + [t for t in tokens if t and not t.startswith("[")][::-1]), encoding="utf-8")
+    other_vocab = BertTokenizerFast(str(shuffled))
+    calls = {"n": 0}
+
+    class Counting(type(equivalent)):
+        def __call__(self, *args, **kwargs):
+            calls["n"] += 1
+            return super().__call__(*args, **kwargs)
+
+    equivalent.__class__ = Counting
+    rows = [{"sentence1": "the cat sat", "sentence2": "a dog ran far", "label": 1}, {"sentence1": "hi", "sentence2": "x", "label": 0}]
+    made = PairCollator(
+        tokenizer=tiny_tokenizer, siamese=False, text_columns=("sentence1", "sentence2"),
+        teacher_tokenizers=[equivalent, other_vocab], max_length=16,
+    )
+    calls["n"] = 0
+    batch = made(rows)
+    assert calls["n"] == 0  # the equivalent teacher's tokenizer is not called per batch
+    assert made._reuses_student_view == [True, False]
+    fresh = equivalent(["the cat sat", "hi"], ["a dog ran far", "x"], padding=True, truncation=True, max_length=16, return_tensors="pt")
+    for name, value in fresh.items():
+        assert torch.equal(batch[f"teacher_0_{name}"], value) and torch.equal(batch[name], value)
+    # a Siamese student's views are per side: the teacher's joint view is tokenised on its own
+    siamese = PairCollator(tokenizer=tiny_tokenizer, siamese=True, text_columns=("sentence1", "sentence2"),
+                           teacher_tokenizers=[equivalent], max_length=16)
+    assert siamese._reuses_student_view == [False] and torch.equal(siamese(rows)["teacher_0_input_ids"], fresh["input_ids"])

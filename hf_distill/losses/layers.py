@@ -89,9 +89,15 @@ def masked_mse(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor 
     diff = student.float() - teacher.float().to(student.device)
     if mask is None:
         return diff.pow(2).mean()
-    weights = _broadcast_mask(mask, diff.shape, diff.device)
-    squared = torch.where(weights > 0, diff.pow(2) * weights, torch.zeros_like(diff))
-    return squared.sum() / weights.sum().clamp(min=1e-12)
+    _broadcast_mask(mask, diff.shape, diff.device)  # checks that the mask broadcasts (an expanded view, no copy)
+    small = mask.to(device=diff.device, dtype=torch.float32)
+    while small.dim() < diff.dim():
+        small = small.unsqueeze(-1)
+    # broadcast the small mask instead of materialising it: one pass over the maps, and the count
+    # of kept entries from the small mask times how often each of its entries repeats
+    squared = torch.where(small > 0, diff.square() * small, 0.0)
+    count = small.sum() * (diff.numel() / small.numel())
+    return squared.sum() / count.clamp(min=1e-12)
 
 
 def pair_mask(attention_mask: torch.Tensor) -> torch.Tensor:

@@ -45,11 +45,19 @@ def virtual_attention(queries: torch.Tensor, keys: torch.Tensor, key_mask: torch
     """
     with torch.autocast(device_type=queries.device.type, enabled=False):
         queries, keys = queries.float(), keys.float().to(queries.device)
-        scores = queries @ keys.transpose(-1, -2) / math.sqrt(queries.size(-1))
-        if key_mask is not None:
-            keep = key_mask.to(device=scores.device).bool()[:, None, None, :]
-            scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-        return scores.softmax(dim=-1)
+        *lead, rows, width = queries.shape
+        columns = keys.size(-2)
+        flat_queries, flat_keys = queries.reshape(-1, rows, width), keys.reshape(-1, columns, width).transpose(1, 2)
+        scale = 1.0 / math.sqrt(width)
+        if key_mask is None:
+            scores = torch.baddbmm(flat_queries.new_zeros(()), flat_queries, flat_keys, beta=0.0, alpha=scale)
+        else:
+            # the mask as an additive bias fused into the matmul (one pass over the scores instead of three)
+            keep = key_mask.to(device=queries.device).bool()
+            bias = torch.zeros(keep.shape, dtype=queries.dtype, device=queries.device).masked_fill(~keep, torch.finfo(queries.dtype).min)
+            bias = bias[:, None, None, :].expand(*lead, 1, columns).reshape(-1, 1, columns)
+            scores = torch.baddbmm(bias, flat_queries, flat_keys, alpha=scale)
+        return scores.view(*lead, rows, columns).softmax(dim=-1)
 
 
 def cross_attend(probabilities: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
