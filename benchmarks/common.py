@@ -167,6 +167,38 @@ class PeakMemory:
         self.increase_mb = self.peak_mb - self.base_mb
 
 
+def start_results(name: str, opts, command: str) -> tuple[dict, str]:
+    """The results payload of a per-task benchmark; with `opts.append`, the other tasks of an earlier
+    results/NAME.json are kept (and its command is prefixed, so the table says how it was produced)."""
+    results = {"settings": vars(opts), "tasks": {}}
+    previous = RESULTS / f"{name}.json"
+    if opts.append and previous.exists():
+        kept = json.loads(previous.read_text())
+        results["tasks"] = {t: r for t, r in kept["tasks"].items() if t not in opts.tasks}
+        command = kept["command"] + " && " + command
+    return results, command
+
+
+def timing_arguments(output_dir: str, steps: int, batch: int, seq: int, **extra):
+    """`DistillationArguments` for timing runs: fixed steps, no saving, logging or progress bars."""
+    from hf_distill.training_args import DistillationArguments
+
+    return DistillationArguments(
+        output_dir=output_dir,
+        max_steps=steps,
+        per_device_train_batch_size=batch,
+        learning_rate=1e-5,
+        max_length=seq,
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_drop_last=True,
+        **extra,
+    )
+
+
 def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 

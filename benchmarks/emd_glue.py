@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from common import CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, write_results
+from common import CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, start_results, write_results
 from kd_glue import teacher_for, training_args
 
 from hf_distill import CrossEncoderModel
@@ -65,12 +64,7 @@ def main() -> None:
     opts = parser.parse_args()
     command = "python benchmarks/emd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
-    results = {"settings": vars(opts), "tasks": {}}
-    previous = RESULTS / f"{opts.name}.json"
-    if opts.append and previous.exists():
-        kept = json.loads(previous.read_text())
-        results["tasks"] = {t: r for t, r in kept["tasks"].items() if t not in opts.tasks}
-        command = kept["command"] + " && " + command
+    results, command = start_results(opts.name, opts, command)
     for task in opts.tasks:
         _, columns, _, num_labels, _, metric = GLUE_TASKS[task]
         data = load_task(task)

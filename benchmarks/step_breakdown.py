@@ -32,7 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
-from common import load_task, minilm_dir, write_results
+from common import load_task, minilm_dir, timing_arguments, write_results
 from step_time import StepTimer
 
 import hf_distill.losses.emd as emd_module
@@ -40,7 +40,6 @@ from hf_distill import CrossEncoderModel, SiameseModel
 from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow, layer_cost_matrix
 from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
-from hf_distill.training_args import DistillationArguments
 
 COLUMNS = ["sentence1", "sentence2"]
 
@@ -89,21 +88,7 @@ def long_texts(data, rows: int, seq: int):
 
 def build_trainer(method: Method, teacher, cross_init, siamese_init, train, seq: int, batch: int, steps: int, callbacks=()):
     student = copy.deepcopy(siamese_init if method.siamese else cross_init)
-    args = DistillationArguments(
-        output_dir="/tmp/hf_distill_step_breakdown",
-        max_steps=steps,
-        per_device_train_batch_size=batch,
-        learning_rate=1e-5,
-        max_length=seq,
-        text_columns=COLUMNS,
-        save_strategy="no",
-        logging_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,
-        dataloader_drop_last=True,
-        **method.weights,
-    )
+    args = timing_arguments("/tmp/hf_distill_step_breakdown", steps, batch, seq, text_columns=COLUMNS, **method.weights)
     return DistillationTrainer(
         model=student,
         args=args,

@@ -21,13 +21,12 @@ import sys
 import time
 
 import torch
-from common import load_task, minilm_dir, write_results
+from common import load_task, minilm_dir, timing_arguments, write_results
 from transformers import TrainerCallback
 
 from hf_distill import CrossEncoderModel
 from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
-from hf_distill.training_args import DistillationArguments
 
 
 class StepTimer(TrainerCallback):
@@ -45,20 +44,8 @@ class StepTimer(TrainerCallback):
 
 
 def run_arm(student_init, train, steps: int, batch: int, seq: int, teacher=None) -> list[float]:
-    args = DistillationArguments(
-        output_dir="/tmp/hf_distill_step_time",
-        max_steps=steps,
-        per_device_train_batch_size=batch,
-        learning_rate=1e-5,
-        max_length=seq,
-        alpha=0.5 if (teacher is not None or "teacher_logits_0" in train.column_names) else 0.0,
-        save_strategy="no",
-        logging_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,
-        dataloader_drop_last=True,
-    )
+    alpha = 0.5 if (teacher is not None or "teacher_logits_0" in train.column_names) else 0.0
+    args = timing_arguments("/tmp/hf_distill_step_time", steps, batch, seq, alpha=alpha)
     timer = StepTimer()
     trainer = DistillationTrainer(
         model=copy.deepcopy(student_init), args=args, teachers=teacher, train_dataset=train, callbacks=[timer]

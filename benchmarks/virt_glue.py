@@ -21,15 +21,13 @@ Usage: python benchmarks/virt_glue.py --tasks mrpc rte snli --seeds 0 1 2
 from __future__ import annotations
 
 import argparse
-import copy
-import json
 import shlex
 import statistics
 import sys
 import time
 
 import torch
-from common import CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, minilm_dir, write_results
+from common import CACHE, GLUE_TASKS, eval_metrics, last_terms, load_task, mean_std, minilm_dir, start_results, write_results
 from kd_glue import teacher_for, training_args
 
 from hf_distill import SiameseModel
@@ -90,12 +88,7 @@ def main() -> None:
     opts = parser.parse_args()
     command = "python benchmarks/virt_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
-    results = {"settings": vars(opts), "tasks": {}}
-    previous = RESULTS / f"{opts.name}.json"
-    if opts.append and previous.exists():
-        kept = json.loads(previous.read_text())
-        results["tasks"] = {t: r for t, r in kept["tasks"].items() if t not in opts.tasks}
-        command = kept["command"] + " && " + command
+    results, command = start_results(opts.name, opts, command)
     for task in opts.tasks:
         num_labels = GLUE_TASKS[task][3]
         train_file, eval_file = SPLITS[task]
