@@ -46,6 +46,7 @@ from .layers import (
     pair_mask,
     query_key_states,
     reduce_heads,
+    trailing_mask,
 )
 
 __all__ = [
@@ -105,9 +106,7 @@ def _layer_cost_matrix(
         count = torch.tensor(float(layer_shape.numel()), device=student.device)
     else:
         weights = _broadcast_mask(mask, layer_shape, student.device)  # checks the shapes
-        small = mask.to(device=student.device, dtype=torch.float32)
-        while small.dim() < len(layer_shape):
-            small = small.unsqueeze(-1)
+        small = trailing_mask(mask, len(layer_shape), student.device)
         # each mask entry is repeated alike along the broadcast dims: count without expanding
         count = (small.sum() * (weights.numel() / small.numel())).clamp(min=1e-12)
         padded = small <= 0

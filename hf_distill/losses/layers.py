@@ -69,6 +69,14 @@ def _broadcast_mask(mask: torch.Tensor, shape: torch.Size, device: torch.device)
         ) from error
 
 
+def trailing_mask(mask: torch.Tensor, dims: int, device: torch.device) -> torch.Tensor:
+    """A float32 mask with trailing singleton dims up to `dims`: broadcasts without being materialised."""
+    small = mask.to(device=device, dtype=torch.float32)
+    while small.dim() < dims:
+        small = small.unsqueeze(-1)
+    return small
+
+
 def masked_mse(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error over the entries the mask keeps (in float32).
 
@@ -90,9 +98,7 @@ def masked_mse(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor 
     if mask is None:
         return diff.pow(2).mean()
     _broadcast_mask(mask, diff.shape, diff.device)  # checks that the mask broadcasts (an expanded view, no copy)
-    small = mask.to(device=diff.device, dtype=torch.float32)
-    while small.dim() < diff.dim():
-        small = small.unsqueeze(-1)
+    small = trailing_mask(mask, diff.dim(), diff.device)
     # broadcast the small mask instead of materialising it: one pass over the maps, and the count
     # of kept entries from the small mask times how often each of its entries repeats
     squared = torch.where(small > 0, diff.square() * small, 0.0)
