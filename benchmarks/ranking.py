@@ -1,0 +1,279 @@
+"""Passage re-ranking: a MiniLM cross-encoder teacher and its 2/3-layer students (no KD, KD, Simplified TinyBERT).
+
+Data (`../shared/data`): WikiQA (answer selection, questions with at least one correct answer, the
+standard protocol) and TREC DL (MS MARCO passages, BM25 top-100). The teacher and every student
+train on the same pointwise (query, passage, 0/1) pairs: WikiQA `train`, plus by default the 54
+TREC DL 2020 queries' BM25 top-100 (relevance >= 2 counts as relevant), so that TREC DL 2019 stays
+an unseen query set (zero-shot re-ranking). Reported:
+
+- references: BM25 (the first-stage order) on DL19, and the zero-shot MiniLM bi-encoder
+  (all-MiniLM-L6-v2, cosine) on WikiQA test and DL19;
+- the 6-layer MiniLM cross-encoder teacher (fine-tuned once, cached in .cache/teachers);
+- k-layer students (the teacher's first k layers, embeddings and head: the Simplified TinyBERT
+  initialisation, the same for every arm), same epochs / lr / batch / seeds, differing only in the loss:
+  no KD (hard CE), KD (hard + soft at temperature T, teacher logits precomputed once),
+  Simplified TinyBERT (hard + soft + attention-score MSE + hidden MSE + embedding MSE, uniform mapping);
+- re-ranking throughput (pairs/s) of the teacher and each student, timed on the DL19 re-ranking
+  itself (4,300 pairs, same batch and max_length), and the speed-up over the teacher.
+
+WikiQA: MRR@10, NDCG@10, MAP (relevance >= 1). DL19: NDCG@10 (graded), MRR@10 (relevance >= 2), MAP.
+
+Usage: python benchmarks/ranking.py --student_layers 2 3 --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import shlex
+import sys
+import time
+
+from common import CACHE, DATA, last_terms, mean_std, minilm_dir, start_results, write_results
+from datasets import concatenate_datasets
+
+from hf_distill import CrossEncoderModel, SiameseModel
+from hf_distill.ranking import RankingData, RankingEvaluator, load_qa_pairs, load_trec_run
+from hf_distill.teachers import add_teacher_logits
+from hf_distill.trainer import DistillationTrainer
+from hf_distill.training_args import DistillationArguments
+
+TEXT_COLUMNS = ["query", "passage"]
+ARMS = ("no KD", "KD", "Simplified TinyBERT")
+
+
+def arm_arguments(arm: str, temperature: float) -> dict:
+    """The only thing that differs between student arms: the loss terms."""
+    if arm == "no KD":
+        return dict(alpha=0.0)
+    kd = dict(hard_weight=1.0, soft_weight=1.0, temperature=temperature)
+    if arm == "KD":
+        return kd
+    if arm == "Simplified TinyBERT":
+        return dict(kd, attention_weight=1.0, hidden_weight=1.0, embedding_weight=1.0, attention_loss="mse",
+                    layer_mapping="uniform")
+    raise ValueError(arm)
+
+
+def training_args(output_dir: str, epochs: float, lr: float, seed: int, max_length: int, **extra) -> DistillationArguments:
+    return DistillationArguments(
+        output_dir=output_dir,
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=16,
+        warmup_steps=0.1,
+        weight_decay=0.01,
+        seed=seed,
+        text_columns=TEXT_COLUMNS,
+        label_column="label",
+        max_length=max_length,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=50,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        **extra,
+    )
+
+
+def load_data(train_sets: list[str]) -> tuple[object, dict[str, RankingData]]:
+    """The pointwise training pairs and the evaluation collections."""
+    wikiqa, trec = DATA / "wikiqa", DATA / "msmarco_trec_dl"
+    if not wikiqa.exists() or not trec.exists():
+        sys.exit(f"{wikiqa} or {trec} not found: the real datasets live in ../shared/data")
+    parts = []
+    if "wikiqa" in train_sets:
+        parts.append(load_qa_pairs(wikiqa / "train.jsonl").to_pairs())
+    if "dl20" in train_sets:
+        parts.append(load_trec_run(trec / "dl20").to_pairs(relevance_threshold=2))
+    train = concatenate_datasets(parts).select_columns(TEXT_COLUMNS + ["label"])
+    collections = {
+        "wikiqa_validation": load_qa_pairs(wikiqa / "validation.jsonl"),
+        "wikiqa_test": load_qa_pairs(wikiqa / "test.jsonl"),
+        "dl19": load_trec_run(trec / "dl19"),
+    }
+    return train, collections
+
+
+def evaluate(model, collections: dict[str, RankingData], max_length: int, names=None) -> dict:
+    """Ranking metrics on each collection; DL19 also gives the re-ranking throughput (pairs/s)."""
+    metrics: dict = {}
+    for name, data in collections.items():
+        if names is not None and name not in names:
+            continue
+        threshold = 2 if name.startswith("dl") else 1
+        evaluator = RankingEvaluator(data, batch_size=32, relevance_threshold=threshold, name=name, max_length=max_length)
+        start = time.perf_counter()
+        metrics.update(evaluator(model))
+        seconds = time.perf_counter() - start
+        if name == "dl19":
+            metrics["dl19_pairs_per_second"] = data.num_pairs / seconds
+    return metrics
+
+
+def references(collections: dict[str, RankingData], max_length: int) -> dict:
+    """BM25 (first-stage order) on DL19 and the zero-shot MiniLM bi-encoder everywhere."""
+    bm25 = RankingEvaluator(collections["dl19"], relevance_threshold=2, name="dl19", first_stage=True)()
+    bi_encoder = SiameseModel.from_backbone(minilm_dir(), pooling="mean", head="cosine").eval()
+    return {"BM25": bm25, "bi-encoder (zero-shot)": evaluate(bi_encoder, collections, max_length)}
+
+
+def teacher_for(train, collections, opts) -> tuple[CrossEncoderModel, dict]:
+    """The fine-tuned 6-layer MiniLM cross-encoder (trained once on `train`, then loaded from the cache)."""
+    smoke = f"-smoke{opts.max_train}" if opts.max_train else ""
+    folder = CACHE / "teachers" / f"minilm-l6-rank-{'-'.join(opts.train_sets)}-e{opts.teacher_epochs:g}{smoke}"
+    info: dict = {"folder": str(folder)}
+    if not (folder / "config.json").exists():
+        teacher = CrossEncoderModel.from_backbone(minilm_dir(), num_labels=2)
+        args = training_args(str(folder / "run"), opts.teacher_epochs, opts.teacher_lr, 42, opts.max_length)
+        start = time.perf_counter()
+        DistillationTrainer(model=teacher, args=args, train_dataset=train).train()
+        info["train_seconds"] = time.perf_counter() - start
+        teacher.save_pretrained(folder)
+    teacher = CrossEncoderModel.from_pretrained(folder).eval()
+    teacher.set_attn_implementation("eager")
+    return teacher, info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--student_layers", nargs="+", type=int, default=[2, 3])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
+    parser.add_argument("--train_sets", nargs="+", default=["wikiqa", "dl20"], choices=["wikiqa", "dl20"])
+    parser.add_argument("--teacher_epochs", type=float, default=3)
+    parser.add_argument("--teacher_lr", type=float, default=5e-5)
+    parser.add_argument("--epochs", type=float, default=1, help="student epochs")
+    parser.add_argument("--lr", type=float, default=1e-4, help="student learning rate")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--max_length", type=int, default=128)
+    parser.add_argument("--max_train", type=int, default=None, help="smoke runs only: N random training pairs")
+    parser.add_argument("--max_queries", type=int, default=None, help="smoke runs only: the first N queries of each collection")
+    parser.add_argument("--name", default="ranking")
+    opts = parser.parse_args()
+    opts.append, opts.tasks = False, []
+    command = "python benchmarks/ranking.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    results, command = start_results(opts.name, opts, command)
+
+    train, collections = load_data(opts.train_sets)
+    if opts.max_train:
+        train = train.shuffle(seed=0).select(range(min(opts.max_train, len(train))))
+    if opts.max_queries:
+        collections = {name: _first_queries(data, opts.max_queries) for name, data in collections.items()}
+    results["train_pairs"] = len(train)
+    results["references"] = references(collections, opts.max_length)
+    print(f"references: {results['references']}", flush=True)
+
+    teacher, info = teacher_for(train, collections, opts)
+    results["teacher"] = {**info, **evaluate(teacher, collections, opts.max_length)}
+    print(f"teacher: {results['teacher']}", flush=True)
+    soft_train = add_teacher_logits(train, teacher, TEXT_COLUMNS, batch_size=64, max_length=opts.max_length)
+
+    results["students"] = {}
+    for layers in opts.student_layers:
+        student_init = CrossEncoderModel.from_teacher(teacher, layers, "first")
+        student_init.set_attn_implementation("eager")
+        per_arm: dict = results["students"].setdefault(str(layers), {})
+        for seed in opts.seeds:  # seeds outermost: a cut-short run still has every arm
+            for arm in opts.arms:
+                student = copy.deepcopy(student_init)
+                output_dir = CACHE / "runs" / "ranking" / f"L{layers}" / arm.replace(" ", "_") / str(seed)
+                args = training_args(str(output_dir), opts.epochs, opts.lr, seed, opts.max_length,
+                                     **arm_arguments(arm, opts.temperature))
+                online = arm == "Simplified TinyBERT"  # layer terms need the teacher's hidden states
+                trainer = DistillationTrainer(
+                    model=student,
+                    args=args,
+                    teachers=[teacher] if online else None,
+                    train_dataset=soft_train if arm == "KD" else train,
+                )
+                start = time.perf_counter()
+                trainer.train()
+                seconds = time.perf_counter() - start
+                student.eval()
+                reported = evaluate(student, collections, opts.max_length, names=("wikiqa_test", "dl19"))
+                run = {"seed": seed, "train_seconds": seconds, **reported}
+                run["terms"] = last_terms(trainer.state.log_history)
+                run["first_terms"] = first_terms(trainer.state.log_history)
+                per_arm.setdefault(arm, []).append(run)
+                print(f"[{layers} layers] {arm} seed {seed}: {run}", flush=True)
+                write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+    write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+
+
+def _first_queries(data: RankingData, n: int) -> RankingData:
+    qids = list(data.queries)[:n]
+    return RankingData({q: data.queries[q] for q in qids}, {q: data.candidates[q] for q in qids if q in data.candidates},
+                       {q: data.qrels[q] for q in qids if q in data.qrels}, name=data.name)
+
+
+def first_terms(log_history: list[dict]) -> dict:
+    """The first logged value of every loss term (with `last_terms`: did each term fall?)."""
+    for entry in log_history:
+        if "loss" in entry:
+            return last_terms([entry])
+    return {}
+
+
+COLUMNS = [("wikiqa_test", "mrr@10"), ("wikiqa_test", "ndcg@10"), ("wikiqa_test", "map"), ("dl19", "ndcg@10"), ("dl19", "mrr@10")]
+
+
+def _row(name: str, runs: list[dict], teacher_speed: float | None, layers: int | None) -> str:
+    cells = []
+    for collection, metric in COLUMNS:
+        key = f"{collection}_{metric}"
+        values = [100 * r[key] for r in runs if key in r]
+        if not values:
+            cells.append("–")
+            continue
+        mean, std = mean_std(values)
+        cells.append(f"{mean:.2f} ± {std:.2f}" if len(values) > 1 else f"{mean:.2f}")
+    speeds = [r["dl19_pairs_per_second"] for r in runs if "dl19_pairs_per_second" in r]
+    speed = mean_std(speeds)[0] if speeds else None
+    speed_cell = f"{speed:.0f}" if speed else "–"
+    ratio_cell = "–"
+    if speed and teacher_speed and layers:
+        ratio = speed / teacher_speed
+        ratio_cell = f"{ratio:.2f}x ({ratio / (6 / layers):.2f} of {6 / layers:g}x)"
+    return f"| {name} | {' | '.join(cells)} | {speed_cell} | {ratio_cell} |"
+
+
+def table_lines(opts, results: dict) -> list[str]:
+    """References, teacher, and every student arm: mean ± std over seeds (x100), throughput, speed-up."""
+    lines = [
+        f"Training pairs: {results['train_pairs']} ({' + '.join(opts.train_sets)}; DL20 relevance >= 2 as positive). "
+        f"Teacher: all-MiniLM-L6-v2 as a 2-class cross-encoder, {opts.teacher_epochs:g} epochs, lr {opts.teacher_lr:g}. "
+        f"Students: the teacher's first k layers, {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, T {opts.temperature:g}; "
+        f"seeds {opts.seeds}; max_length {opts.max_length}. WikiQA test: 243 questions with a correct answer; "
+        "DL19: 43 queries, BM25 top-100 (zero-shot: no DL19 query in training). Mean ± std over seeds, x100. "
+        "Throughput: pairs/s while re-ranking DL19 (4,300 pairs, batch 32), speed-up over the teacher and its share of the ideal layer ratio.",
+        "",
+        "| model | WikiQA MRR@10 | WikiQA NDCG@10 | WikiQA MAP | DL19 NDCG@10 | DL19 MRR@10 | pairs/s | speed-up |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    refs = results.get("references", {})
+    for name, metrics in refs.items():
+        lines.append(_row(name, [metrics], None, None))
+    teacher = results.get("teacher")
+    teacher_speed = teacher.get("dl19_pairs_per_second") if teacher else None
+    if teacher:
+        lines.append(_row("teacher cross-encoder (6 layers)", [teacher], None, None))
+    for layers, arms in results.get("students", {}).items():
+        for arm, runs in arms.items():
+            lines.append(_row(f"{layers}-layer student: {arm}", runs, teacher_speed, int(layers)))
+    term_lines = []
+    for layers, arms in results.get("students", {}).items():
+        for arm, runs in arms.items():
+            first, last = runs[0].get("first_terms", {}), runs[0].get("terms", {})
+            falls = ", ".join(f"{k} {first[k]:.4g} -> {last[k]:.4g}" for k in first if k in last)
+            if falls:
+                term_lines.append(f"| {layers} | {arm} | {falls} |")
+    if term_lines:
+        lines += ["", "Loss terms, first and last logged value (seed of the first run):", "",
+                  "| layers | arm | terms |", "| --- | --- | --- |", *term_lines]
+    return lines
+
+
+if __name__ == "__main__":
+    main()
