@@ -43,6 +43,7 @@ FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv"
 LABEL_ALTERNATIVES = ("label", "score", "labels", "similarity_score")
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 GLUE = "nyu-mll/glue"
+TREC_FILES = ("queries.jsonl", "corpus.jsonl", "qrels.jsonl", "candidates.jsonl")
 DEMO_PAIRS = Path(__file__).resolve().parent / "data" / "demo_pairs.jsonl"
 
 
@@ -152,12 +153,34 @@ class DataArguments:
         },
     )
     teacher_batch_size: int = field(default=64, metadata={"help": "Batch size of the teachers when precomputing logits."})
+    ranking_qid_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Also evaluate validation / test as re-ranking, grouping rows by this query-id column (answer "
+            "selection, e.g. 'qid' for WikiQA / TrecQA): MRR@10, NDCG@10 and MAP over the queries with at least "
+            "one relevant row, logged as eval_rank_* / test_rank_* (metric_for_best_model: rank_mrr@10)."
+        },
+    )
+    ranking_eval_dirs: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "TREC-layout folders (queries, corpus, qrels, candidates jsonl; e.g. msmarco_trec_dl/dl19) whose "
+            "candidates the trained model re-ranks at the end, logged as test_<folder>_ndcg@10 / _mrr@10 / _map."
+        },
+    )
+    trec_relevance_threshold: int = field(
+        default=2, metadata={"help": "Relevance counted as relevant by MRR / MAP on ranking_eval_dirs (TREC DL: 2)."}
+    )
 
     def __post_init__(self):
         for name in ("max_train_samples", "max_eval_samples", "max_predict_samples"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name}={value} is not valid; give a positive number of examples.")
+        if isinstance(self.ranking_eval_dirs, str):
+            self.ranking_eval_dirs = [self.ranking_eval_dirs]
+        if self.trec_relevance_threshold < 1:
+            raise ConfigError(f"trec_relevance_threshold={self.trec_relevance_threshold} is not valid; give a relevance >= 1.")
         if not (self.data_dir or self.train_file or self.validation_file or self.test_file or self.dataset_name):
             raise ConfigError("no data: give dataset_name (Hub) or data_dir (local train/validation/test files).")
 
@@ -574,11 +597,18 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
 
     from .data import infer_text_columns
     from .metrics import compute_metrics_for
+    from .ranking import RankingEvaluator, load_trec_run
     from .teachers import add_teacher_logits
-    from .trainer import DistillationTrainer
+    from .trainer import DistillationTrainer, unwrap_student
 
     _setup_logging(training_args)
     set_seed(training_args.seed)
+    for folder in data_args.ranking_eval_dirs or []:  # before any loading: a typo should not cost a training run
+        missing = [f for f in TREC_FILES if not (Path(folder) / f).is_file()]
+        if missing:
+            raise ConfigError(
+                f"ranking_eval_dirs: {folder!r} lacks {', '.join(missing)}; a TREC-layout folder has {', '.join(TREC_FILES)}."
+            )
     label_column = training_args.label_column
 
     # ---- data: load and trim on the main process first (the others reuse the cache)
@@ -598,6 +628,12 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
         raise ConfigError(f"no train/validation/test split in the data (found {list(raw)}).")
     text_columns = list(training_args.text_columns or infer_text_columns(reference.column_names))
     training_args.text_columns = text_columns  # the trainer's collator reads them (also without a train split)
+    qid_column = data_args.ranking_qid_column
+    for split, dataset in (("validation", validation), ("test", test)):
+        if qid_column and dataset is not None and qid_column not in dataset.column_names:
+            raise ConfigError(
+                f"ranking_qid_column={qid_column!r} is not a column of the {split} split; its columns: {dataset.column_names}."
+            )
 
     # ---- models
     teachers = [load_teacher_model(p, model_args) for p in (model_args.teacher_name_or_path or [])] if do_train else []
@@ -639,6 +675,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
         train_dataset=train,
         eval_dataset=eval_dataset,
         compute_metrics=compute_metrics_for(student.config.num_labels) if student.config.num_labels else None,
+        evaluators=_ranking_evaluators(validation, data_args, text_columns, label_column, training_args),
     )
     results: dict[str, Any] = {}
 
@@ -661,6 +698,21 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
         trainer.save_metrics("eval", metrics)
         results.update(metrics)
 
+    # the test phase re-ranks the test split's queries and the TREC folders (not the validation queries)
+    trainer.evaluators = _ranking_evaluators(test, data_args, text_columns, label_column, training_args)
+    trainer.evaluators += [
+        RankingEvaluator(
+            load_trec_run(folder), batch_size=training_args.per_device_eval_batch_size,
+            relevance_threshold=data_args.trec_relevance_threshold, name=Path(folder).name, max_length=training_args.max_length,
+        )
+        for folder in data_args.ranking_eval_dirs or []
+    ]
+    if trainer.evaluators and (test is None or not _is_labelled(test, label_column)):
+        metrics = {f"test_{k}": v for evaluator in trainer.evaluators for k, v in evaluator(unwrap_student(trainer.model)).items()}
+        trainer.log_metrics("test", metrics)
+        trainer.save_metrics("test", metrics)
+        results.update(metrics)
+
     if test is not None:
         if _is_labelled(test, label_column):
             metrics = trainer.evaluate(eval_dataset=test, metric_key_prefix="test")
@@ -671,6 +723,23 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
         elif training_args.do_predict:
             _write_predictions(trainer, test.remove_columns([c for c in [label_column] if c in test.column_names]), student)
     return results
+
+
+def _ranking_evaluators(dataset, data_args: DataArguments, text_columns, label_column: str, training_args) -> list:
+    """Re-ranking of `dataset`'s queries (rows grouped by `ranking_qid_column`), or nothing."""
+    from .ranking import RankingData, RankingEvaluator
+
+    if not data_args.ranking_qid_column or dataset is None or not _is_labelled(dataset, label_column):
+        return []
+    data = RankingData.from_pairs(
+        dataset, qid_column=data_args.ranking_qid_column, query_column=text_columns[0],
+        passage_column=text_columns[1], label_column=label_column,
+    )
+    return [
+        RankingEvaluator(
+            data, batch_size=training_args.per_device_eval_batch_size, name="rank", max_length=training_args.max_length
+        )
+    ]
 
 
 def _write_predictions(trainer, test, model) -> None:

@@ -236,3 +236,55 @@ def test_every_shipped_recipe_parses(recipe):
     model_args, data_args, args = parse_train_config([str(recipe)])
     assert args.output_dir and (model_args.model_name_or_path or model_args.teacher_name_or_path)
     assert data_args.dataset_name or data_args.data_dir
+
+
+def _ranking_folders(root: Path) -> tuple[Path, Path]:
+    """An answer-selection folder (qid, question, answer, label) and a TREC-layout folder, tiny and random."""
+    rng = random.Random(7)
+    words = [w for w in WORDS if w.isalpha()]
+    say = lambda k: " ".join(rng.choices(words, k=k))  # noqa: E731
+    qa = root / "qa"
+    qa.mkdir()
+    for split, queries in (("train", 6), ("validation", 4), ("test", 3)):
+        rows = [{"qid": f"{split}{q}", "question": say(4), "answer": say(6), "label": int(c == q % 3)}
+                for q in range(queries) for c in range(3)]
+        _write_jsonl(qa / f"{split}.jsonl", rows)
+    trec = root / "trec19"
+    trec.mkdir()
+    _write_jsonl(trec / "queries.jsonl", [{"qid": "1", "query": say(3)}, {"qid": "2", "query": say(3)}])
+    _write_jsonl(trec / "corpus.jsonl", [{"pid": str(p), "text": say(8)} for p in range(4)])
+    _write_jsonl(trec / "qrels.jsonl", [{"qid": "1", "pid": "0", "relevance": 3}, {"qid": "2", "pid": "3", "relevance": 1}])
+    _write_jsonl(trec / "candidates.jsonl", [{"qid": q, "pid": str(p), "rank": p + 1, "score": 10.0 - p}
+                                             for q in ("1", "2") for p in range(4)])
+    return qa, trec
+
+
+def test_train_with_ranking_evaluation(assets, tmp_path):
+    """ranking_qid_column re-ranks validation and test per query, ranking_eval_dirs a TREC folder (zero-shot)."""
+    qa, trec = _ranking_folders(tmp_path)
+    out = tmp_path / "ranker"
+    assert main(["train", "--model_name_or_path", assets["backbone"], "--data_dir", str(qa), "--text_columns",
+                 "question", "answer", "--ranking_qid_column", "qid", "--ranking_eval_dirs", str(trec),
+                 "--output_dir", str(out), "--max_length", "32", *FAST]) == 0
+    results = _results(out)
+    for prefix in ("eval_rank", "test_rank", "test_trec19"):
+        for metric in ("mrr@10", "ndcg@10", "map"):
+            assert 0.0 <= results[f"{prefix}_{metric}"] <= 1.0
+    # query 2's only judged passage has relevance 1 < trec_relevance_threshold 2: MRR counts it as 0
+    assert results["test_trec19_mrr@10"] <= 0.5
+    assert {"eval_accuracy", "test_accuracy"} <= set(results)
+
+
+def test_ranking_options_fail_before_training(assets, tmp_path, capsys):
+    qa, trec = _ranking_folders(tmp_path)
+    common = ["train", "--model_name_or_path", assets["backbone"], "--data_dir", str(qa), "--text_columns", "question",
+              "answer", "--output_dir", str(tmp_path / "o"), *FAST]
+    (trec / "qrels.jsonl").rename(tmp_path / "moved.jsonl")
+    for extra, message in (
+        (["--ranking_eval_dirs", str(trec)], "ranking_eval_dirs: '" + str(trec) + "' lacks qrels.jsonl"),
+        (["--ranking_qid_column", "question_id"], "ranking_qid_column='question_id' is not a column of the validation split"),
+    ):
+        with pytest.raises(SystemExit):
+            main([*common, *extra])
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # nothing trained
