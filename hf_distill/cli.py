@@ -168,6 +168,13 @@ class DataArguments:
             "candidates the trained model re-ranks at the end, logged as test_<folder>_ndcg@10 / _mrr@10 / _map."
         },
     )
+    sts_eval_files: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "STS jsonl files (sentence1, sentence2, score) the trained model scores at the end (cosine of the "
+            "embeddings for a Siamese model): test_<folder>_<file>_spearman_cosine x100, e.g. STS-B test after NLI."
+        },
+    )
     trec_relevance_threshold: int = field(
         default=2, metadata={"help": "Relevance counted as relevant by MRR / MAP on ranking_eval_dirs (TREC DL: 2)."}
     )
@@ -179,6 +186,8 @@ class DataArguments:
                 raise ConfigError(f"{name}={value} is not valid; give a positive number of examples.")
         if isinstance(self.ranking_eval_dirs, str):
             self.ranking_eval_dirs = [self.ranking_eval_dirs]
+        if isinstance(self.sts_eval_files, str):
+            self.sts_eval_files = [self.sts_eval_files]
         if self.trec_relevance_threshold < 1:
             raise ConfigError(f"trec_relevance_threshold={self.trec_relevance_threshold} is not valid; give a relevance >= 1.")
         if not (self.data_dir or self.train_file or self.validation_file or self.test_file or self.dataset_name):
@@ -596,6 +605,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
     from transformers import set_seed
 
     from .data import infer_text_columns
+    from .evaluation import STSEvaluator
     from .metrics import compute_metrics_for
     from .ranking import RankingEvaluator, load_trec_run
     from .teachers import add_teacher_logits
@@ -609,6 +619,9 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
             raise ConfigError(
                 f"ranking_eval_dirs: {folder!r} lacks {', '.join(missing)}; a TREC-layout folder has {', '.join(TREC_FILES)}."
             )
+    for path in data_args.sts_eval_files or []:
+        if not Path(path).is_file():
+            raise ConfigError(f"sts_eval_files: {path!r} is not a file; give jsonl files with sentence1, sentence2, score.")
     label_column = training_args.label_column
 
     # ---- data: load and trim on the main process first (the others reuse the cache)
@@ -698,7 +711,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
         trainer.save_metrics("eval", metrics)
         results.update(metrics)
 
-    # the test phase re-ranks the test split's queries and the TREC folders (not the validation queries)
+    # the test phase re-ranks the test split's queries and the TREC folders (not the validation queries),
+    # and scores the STS files
     trainer.evaluators = _ranking_evaluators(test, data_args, text_columns, label_column, training_args)
     trainer.evaluators += [
         RankingEvaluator(
@@ -706,6 +720,13 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Dis
             relevance_threshold=data_args.trec_relevance_threshold, name=Path(folder).name, max_length=training_args.max_length,
         )
         for folder in data_args.ranking_eval_dirs or []
+    ]
+    trainer.evaluators += [
+        STSEvaluator.from_jsonl(
+            path, batch_size=training_args.per_device_eval_batch_size, max_length=training_args.max_length,
+            name=f"{Path(path).parent.name}_{Path(path).stem}",
+        )
+        for path in data_args.sts_eval_files or []
     ]
     if trainer.evaluators and (test is None or not _is_labelled(test, label_column)):
         metrics = {f"test_{k}": v for evaluator in trainer.evaluators for k, v in evaluator(unwrap_student(trainer.model)).items()}

@@ -235,7 +235,7 @@ def test_every_shipped_recipe_parses(recipe):
     """Each recipe in recipes/ names only known fields with valid values (no run: the data is on the Hub)."""
     model_args, data_args, args = parse_train_config([str(recipe)])
     assert args.output_dir and (model_args.model_name_or_path or model_args.teacher_name_or_path)
-    assert data_args.dataset_name or data_args.data_dir
+    assert data_args.dataset_name or data_args.data_dir or data_args.train_file
 
 
 def _ranking_folders(root: Path) -> tuple[Path, Path]:
@@ -288,3 +288,14 @@ def test_ranking_options_fail_before_training(assets, tmp_path, capsys):
             main([*common, *extra])
         assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # nothing trained
+
+
+def test_siamese_nli_student_scores_sts_files_at_the_end(assets, tmp_path):
+    """sts_eval_files: an NLI-style classifier is also scored on an STS file by cosine (DvBERT's SNLI -> STS-B)."""
+    out = tmp_path / "nli"
+    sts_file = Path(assets["sts"]) / "validation.jsonl"
+    assert main(["train", "--model_name_or_path", assets["backbone"], "--student_type", "siamese", "--data_dir",
+                 assets["jsonl"], "--sts_eval_files", str(sts_file), "--output_dir", str(out), *FAST]) == 0
+    results = _results(out)
+    assert -100.0 <= results["test_sts_validation_spearman_cosine"] <= 100.0
+    assert "test_accuracy" in results
