@@ -40,22 +40,42 @@ from .layers import query_key_states
 __all__ = ["VirtualInteractionLoss", "gather_positions", "pairwise_mse", "teacher_cross_attention", "student_virtual_attention"]
 
 
-def gather_positions(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Per-head states at given token positions: (B, H, T, d) and (B, N) -> (B, H, N, d)."""
-    batch, heads, _, width = states.shape
-    expanded = index.to(states.device)[:, None, :, None].expand(batch, heads, index.size(1), width)
+def gather_positions(states: torch.Tensor, index: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-head states at given token positions: (B, H, T, d) and (B, N) -> (B, H, N, d).
+
+    With `mask` (B, N), entries where it is False are padding and may hold any state. When every
+    real position is `start + j` for one `start` (a Siamese side's own encoding: [CLS] X [SEP]),
+    the states are a slice, not a gather, so the backward is a plain copy instead of a scatter-add.
+    """
+    batch, heads, length, width = states.shape
+    index = index.to(states.device)
+    if mask is not None and index.numel():
+        count = index.size(1)
+        start = int(index[:, 0].max())
+        expected = start + torch.arange(count, device=index.device)
+        if start + count <= length and bool(((index == expected) | ~mask.to(index.device).bool()).all()):
+            return states[:, :, start : start + count]
+    expanded = index[:, None, :, None].expand(batch, heads, index.size(1), width)
     return states.gather(2, expanded)
 
 
 def student_virtual_attention(
-    queries: torch.Tensor, keys: torch.Tensor, rows: torch.Tensor, columns: torch.Tensor, column_mask: torch.Tensor
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    rows: torch.Tensor,
+    columns: torch.Tensor,
+    column_mask: torch.Tensor,
+    row_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """M = softmax(Q_rows K_columns^T / sqrt(d_head)) over the real columns, (B, H, N_rows, N_columns).
 
     queries: (B, H, T_X, d) of the side the rows come from; keys: (B, H, T_Y, d) of the other side;
-    rows / columns: (B, N) positions of the real tokens in each side's own encoding.
+    rows / columns: (B, N) positions of the real tokens in each side's own encoding. Rows where
+    `row_mask` is False are padding: their values are arbitrary (mask them downstream).
     """
-    return virtual_attention(gather_positions(queries, rows), gather_positions(keys, columns), column_mask)
+    return virtual_attention(
+        gather_positions(queries, rows, row_mask), gather_positions(keys, columns, column_mask), column_mask
+    )
 
 
 def teacher_cross_attention(
@@ -198,7 +218,7 @@ class VirtualInteractionLoss(nn.Module):
                 row_mask, column_mask = align[f"{rows}_mask"], align[f"{columns}_mask"]
                 student = student_virtual_attention(
                     sides[rows][0][i - 1], sides[columns][1][i - 1],
-                    align[f"{rows}_student"], align[f"{columns}_student"], column_mask,
+                    align[f"{rows}_student"], align[f"{columns}_student"], column_mask, row_mask,
                 )
                 with torch.no_grad():
                     target = teacher_cross_attention(

@@ -10,7 +10,7 @@ import torch
 
 from hf_distill.alignment import ALIGNMENT_PREFIX
 from hf_distill.data import PairCollator
-from hf_distill.losses.virt import VirtualInteractionLoss, teacher_cross_attention
+from hf_distill.losses.virt import VirtualInteractionLoss, gather_positions, teacher_cross_attention
 from hf_distill.trainer import DistillationTrainer
 from hf_distill.training_args import DistillationArguments
 
@@ -231,3 +231,22 @@ def test_trainer_end_to_end_virt_term_falls(tmp_path, tiny_tokenizer, interactio
     assert len(virt) == 30
     assert sum(virt[-5:]) / 5 < 0.85 * sum(virt[:5]) / 5, virt
     assert virt[-1] < virt[0]
+
+
+def test_gather_positions_slice_path_equals_the_gather():
+    """Contiguous positions (a side's own encoding) take a slice; values and gradients equal the gather's on real rows."""
+    torch.manual_seed(0)
+    states = torch.randn(3, 2, 9, 4, requires_grad=True)
+    index = torch.tensor([[1, 2, 3, 4], [1, 2, 0, 0], [1, 2, 3, 0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], dtype=torch.bool)
+    sliced = gather_positions(states, index, mask)
+    assert sliced.data_ptr() == states[:, :, 1:5].data_ptr()  # a view: no gather
+    gathered = gather_positions(states, index)
+    keep = mask[:, None, :, None]
+    assert torch.equal(sliced * keep, gathered * keep)
+    (grad_slice,) = torch.autograd.grad((sliced * keep).square().sum(), states)
+    (grad_gather,) = torch.autograd.grad((gathered * keep).square().sum(), states)
+    assert torch.equal(grad_slice, grad_gather)
+    # positions that are not one run (the teacher's joint view: Y after X) fall back to the gather
+    shifted = torch.tensor([[5, 6, 7, 8], [3, 4, 0, 0], [4, 5, 6, 0]])
+    assert torch.equal(gather_positions(states, shifted, mask), gather_positions(states, shifted))
