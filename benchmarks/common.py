@@ -179,6 +179,34 @@ def start_results(name: str, opts, command: str) -> tuple[dict, str]:
     return results, command
 
 
+def run_arguments(output_dir: str, epochs: float, lr: float, seed: int, text_columns, label_column: str,
+                  max_length: int = 128, **extra):
+    """`DistillationArguments` of a benchmark arm: batch 16, warm-up 10%, no saving or evaluation during
+    training (each script evaluates at the end), CPU, no progress bars."""
+    from hf_distill.training_args import DistillationArguments
+
+    return DistillationArguments(
+        output_dir=output_dir,
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=64,
+        warmup_steps=0.1,
+        weight_decay=0.01,
+        seed=seed,
+        text_columns=list(text_columns),
+        label_column=label_column,
+        max_length=max_length,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=50,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        **extra,
+    )
+
+
 def timing_arguments(output_dir: str, steps: int, batch: int, seq: int, **extra):
     """`DistillationArguments` for timing runs: fixed steps, no saving, logging or progress bars."""
     from hf_distill.training_args import DistillationArguments

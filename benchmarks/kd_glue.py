@@ -17,7 +17,9 @@ import shlex
 import sys
 import time
 
-from common import CACHE, GLUE_TASKS, eval_metrics, label_maps, load_task, mean_std, minilm_dir, mpnet_dir, write_results
+from common import (
+    CACHE, GLUE_TASKS, eval_metrics, label_maps, load_task, mean_std, minilm_dir, mpnet_dir, run_arguments, write_results,
+)
 
 from hf_distill import CrossEncoderModel
 from hf_distill.metrics import compute_metrics_for
@@ -37,28 +39,8 @@ ARMS = {
 
 
 def training_args(output_dir: str, task: str, epochs: float, lr: float, seed: int, **extra) -> DistillationArguments:
-    _, columns, label_column, _, label_scale, metric = GLUE_TASKS[task]
-    return DistillationArguments(
-        output_dir=output_dir,
-        num_train_epochs=epochs,
-        learning_rate=lr,
-        per_device_train_batch_size=16,
-        per_device_eval_batch_size=64,
-        warmup_steps=0.1,
-        weight_decay=0.01,
-        seed=seed,
-        text_columns=list(columns),
-        label_column=label_column,
-        label_scale=label_scale,
-        max_length=128,
-        save_strategy="no",
-        eval_strategy="no",
-        logging_steps=50,
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,
-        **extra,
-    )
+    _, columns, label_column, _, label_scale, _ = GLUE_TASKS[task]
+    return run_arguments(output_dir, epochs, lr, seed, columns, label_column, label_scale=label_scale, **extra)
 
 
 def evaluate(model, data, task: str, args: DistillationArguments) -> dict:

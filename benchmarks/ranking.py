@@ -29,7 +29,7 @@ import shlex
 import sys
 import time
 
-from common import CACHE, DATA, last_terms, mean_std, minilm_dir, start_results, write_results
+from common import CACHE, DATA, last_terms, mean_std, minilm_dir, run_arguments, start_results, write_results
 from datasets import concatenate_datasets
 
 from hf_distill import CrossEncoderModel, SiameseModel
@@ -56,25 +56,7 @@ def arm_arguments(arm: str, temperature: float) -> dict:
 
 
 def training_args(output_dir: str, epochs: float, lr: float, seed: int, max_length: int, **extra) -> DistillationArguments:
-    return DistillationArguments(
-        output_dir=output_dir,
-        num_train_epochs=epochs,
-        learning_rate=lr,
-        per_device_train_batch_size=16,
-        warmup_steps=0.1,
-        weight_decay=0.01,
-        seed=seed,
-        text_columns=TEXT_COLUMNS,
-        label_column="label",
-        max_length=max_length,
-        save_strategy="no",
-        eval_strategy="no",
-        logging_steps=50,
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,
-        **extra,
-    )
+    return run_arguments(output_dir, epochs, lr, seed, TEXT_COLUMNS, "label", max_length=max_length, **extra)
 
 
 def load_data(train_sets: list[str]) -> tuple[object, dict[str, RankingData]]:
