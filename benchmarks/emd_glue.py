@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import shlex
 import shutil
 import sys
@@ -44,6 +45,8 @@ def arm_arguments(arm: str, beta: float, alpha: float) -> dict:
         return dict(alpha=alpha, hidden_weight=beta, attention_weight=beta, embedding_weight=beta, layer_mapping="uniform")
     if arm == "EMD":
         return dict(alpha=alpha, emd_weight=beta, embedding_weight=beta, emd_temperature=1.0, emd_update="softmax")
+    if arm == "EMD normalize":  # the cost-attention update without the softmax sharpening
+        return dict(alpha=alpha, emd_weight=beta, embedding_weight=beta, emd_update="normalize")
     raise ValueError(arm)
 
 
@@ -51,7 +54,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["mrpc", "rte", "stsb"], choices=sorted(GLUE_TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", default=["no KD", "uniform", "EMD"])
+    parser.add_argument("--arms", nargs="+", default=["no KD", "uniform", "EMD"],
+                        choices=["no KD", "uniform", "EMD", "EMD normalize"])
     parser.add_argument("--student_layers", type=int, default=2)
     parser.add_argument("--strategy", default="uniform", help="which teacher layers the student keeps")
     parser.add_argument("--epochs", type=float, default=1)
@@ -59,11 +63,14 @@ def main() -> None:
     parser.add_argument("--beta", type=float, default=BETA, help="weight of the layer terms (both layer arms)")
     parser.add_argument("--alpha", type=float, default=ALPHA, help="soft-loss share of the prediction loss")
     parser.add_argument("--name", default="emd_glue")
-    parser.add_argument("--append", action="store_true", help="keep the tasks already in results/NAME.json")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the other tasks, and the other arms of these tasks, of results/NAME.json")
     parser.add_argument("--max_samples", type=int, default=None, help="smoke runs only: cut every split")
     opts = parser.parse_args()
     command = "python benchmarks/emd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
+    previous_path = RESULTS / f"{opts.name}.json"
+    previous = json.loads(previous_path.read_text())["tasks"] if opts.append and previous_path.exists() else {}
     results, command = start_results(opts.name, opts, command)
     for task in opts.tasks:
         _, columns, _, num_labels, _, metric = GLUE_TASKS[task]
@@ -75,7 +82,9 @@ def main() -> None:
         print(f"[{task}] teacher: {teacher_metrics}", flush=True)
         student_init = CrossEncoderModel.from_teacher(teacher, opts.student_layers, opts.strategy)
         student_init.set_attn_implementation("eager")
-        task_results = {"teacher": teacher_metrics, "teacher_train_seconds": teacher_seconds, "arms": {}}
+        # --append keeps this task's other arms (e.g. adding "EMD normalize" beside the earlier three)
+        kept = {a: runs for a, runs in previous.get(task, {}).get("arms", {}).items() if a not in opts.arms}
+        task_results = {"teacher": teacher_metrics, "teacher_train_seconds": teacher_seconds, "arms": kept}
         results["tasks"][task] = task_results
         for seed in opts.seeds:  # seeds outermost: a cut-short run still has every arm
             for arm in opts.arms:
@@ -98,15 +107,16 @@ def main() -> None:
                 run["terms"] = last_terms(trainer.state.log_history)
                 task_results["arms"].setdefault(arm, []).append(run)
                 print(f"[{task}] {arm} seed {seed}: {metrics} ({seconds:.0f}s) terms {run['terms']}", flush=True)
-                if arm == "EMD":
-                    keep_plots(trainer, task)
+                if arm.startswith("EMD"):
+                    keep_plots(trainer, task, arm)
                 write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
 
 
-def keep_plots(trainer: DistillationTrainer, task: str) -> None:
+def keep_plots(trainer: DistillationTrainer, task: str, arm: str) -> None:
     """Copy the EMD run's flow heatmap and weight trajectories next to the results."""
+    suffix = "" if arm == "EMD" else "_" + arm.split()[-1]
     for png in Path(trainer.args.output_dir).glob("*.png"):
-        shutil.copy(png, RESULTS / f"emd_glue_{task}_{png.name}")
+        shutil.copy(png, RESULTS / f"emd_glue_{task}{suffix}_{png.name}")
 
 
 def table_lines(opts, results: dict) -> list[str]:
