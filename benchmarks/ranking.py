@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import shlex
 import sys
 import time
 
-from common import CACHE, DATA, last_terms, mean_std, minilm_dir, run_arguments, start_results, write_results
+from common import CACHE, DATA, RESULTS, last_terms, mean_std, minilm_dir, run_arguments, start_results, write_results
 from datasets import concatenate_datasets
 
 from hf_distill import CrossEncoderModel, SiameseModel
@@ -133,9 +134,13 @@ def main() -> None:
     parser.add_argument("--max_train", type=int, default=None, help="smoke runs only: N random training pairs")
     parser.add_argument("--max_queries", type=int, default=None, help="smoke runs only: the first N queries of each collection")
     parser.add_argument("--name", default="ranking")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the references, teacher scores and other student depths of results/NAME.json")
     opts = parser.parse_args()
-    opts.append, opts.tasks = False, []
     command = "python benchmarks/ranking.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    previous_path = RESULTS / f"{opts.name}.json"
+    previous = json.loads(previous_path.read_text()) if opts.append and previous_path.exists() else {}
+    opts.tasks = []
     results, command = start_results(opts.name, opts, command)
 
     train, collections = load_data(opts.train_sets)
@@ -144,15 +149,15 @@ def main() -> None:
     if opts.max_queries:
         collections = {name: _first_queries(data, opts.max_queries) for name, data in collections.items()}
     results["train_pairs"] = len(train)
-    results["references"] = references(collections, opts.max_length)
+    results["references"] = previous.get("references") or references(collections, opts.max_length)
     print(f"references: {results['references']}", flush=True)
 
     teacher, info = teacher_for(train, collections, opts)
-    results["teacher"] = {**info, **evaluate(teacher, collections, opts.max_length)}
+    results["teacher"] = previous.get("teacher") or {**info, **evaluate(teacher, collections, opts.max_length)}
     print(f"teacher: {results['teacher']}", flush=True)
     soft_train = add_teacher_logits(train, teacher, TEXT_COLUMNS, batch_size=64, max_length=opts.max_length)
 
-    results["students"] = {}
+    results["students"] = {k: v for k, v in previous.get("students", {}).items() if int(k) not in opts.student_layers}
     for layers in opts.student_layers:
         student_init = CrossEncoderModel.from_teacher(teacher, layers, "first")
         student_init.set_attn_implementation("eager")
