@@ -11,7 +11,9 @@ fixes the length).
 Part 2, full steps: `DistillationTrainer.train()` steps of each arm timed by a callback, arms in
 alternating rounds, median per arm. Ratios: BERT-EMD over the same loss with the uniform
 (TinyBERT) mapping (target <= 1.05), VIRT over the same Siamese student with logit KD only
-(target <= 1.10).
+(target <= 1.10), the KD teacher reading either the pair truncated to the sequence length or,
+like VIRT's, the joint view of both whole sides (up to twice as long): the second ratio is what
+the VIRT loss itself adds.
 
 Part 3, EMD growth: the two L_S x L_T cost matrices (forward + backward) and the flow solves on
 synthetic hidden states and attention scores, for several depths.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import shlex
 import statistics
 import sys
@@ -53,6 +56,9 @@ class Method:
     online_teacher: bool
     precomputed_logits: bool = False
     weights: dict = field(default_factory=dict)
+    # Siamese only: the teacher reads VIRT's joint view (both sides whole, built from the student's
+    # token ids) instead of the pair truncated to the sequence length
+    joint_teacher_view: bool = False
 
 
 METHODS = [
@@ -65,6 +71,7 @@ METHODS = [
     ),
     Method("BERT-EMD", False, True, weights=dict(alpha=0.5, emd_weight=1.0, embedding_weight=1.0)),
     Method("Siamese KD, online teacher", True, True, weights=dict(alpha=0.5)),
+    Method("Siamese KD, online teacher on VIRT's joint view", True, True, weights=dict(alpha=0.5), joint_teacher_view=True),
     Method("VIRT (Siamese)", True, True, weights=dict(alpha=0.5, virt_weight=1.0)),
     Method("DvBERT (Siamese, precomputed logits, annealing)", True, False, True, dict(annealing="linear")),
 ]
@@ -72,6 +79,8 @@ RATIOS = {  # name -> (arm, reference arm, target)
     "EMD overhead: BERT-EMD / Simplified TinyBERT (uniform)": (
         "BERT-EMD", "Simplified TinyBERT (uniform mapping)", 1.05),
     "VIRT overhead: VIRT / Siamese KD (online teacher)": ("VIRT (Siamese)", "Siamese KD, online teacher", 1.10),
+    "VIRT loss overhead: VIRT / Siamese KD (teacher on the same joint view)": (
+        "VIRT (Siamese)", "Siamese KD, online teacher on VIRT's joint view", 1.10),
 }
 
 
@@ -89,13 +98,16 @@ def long_texts(data, rows: int, seq: int):
 def build_trainer(method: Method, teacher, cross_init, siamese_init, train, seq: int, batch: int, steps: int, callbacks=()):
     student = copy.deepcopy(siamese_init if method.siamese else cross_init)
     args = timing_arguments("/tmp/hf_distill_step_breakdown", steps, batch, seq, text_columns=COLUMNS, **method.weights)
-    return DistillationTrainer(
+    trainer = DistillationTrainer(
         model=student,
         args=args,
         teachers=[teacher] if method.online_teacher else None,
         train_dataset=train,
         callbacks=list(callbacks),
     )
+    if method.joint_teacher_view:  # the collator VIRT gets, for a KD-only arm: same teacher input, no VIRT loss
+        trainer.data_collator = dataclasses.replace(trainer.data_collator, virt_alignment=True)
+    return trainer
 
 
 class FlowTimer:

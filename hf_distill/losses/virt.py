@@ -37,25 +37,38 @@ from ..mapping import LayerMapping, get_mapping
 from ..modeling.virt_interaction import virtual_attention
 from .layers import query_key_states
 
-__all__ = ["VirtualInteractionLoss", "gather_positions", "pairwise_mse", "teacher_cross_attention", "student_virtual_attention"]
+__all__ = ["VirtualInteractionLoss", "contiguous_start", "gather_positions", "pairwise_mse", "teacher_cross_attention", "student_virtual_attention"]
 
 
-def gather_positions(states: torch.Tensor, index: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def contiguous_start(index: torch.Tensor, mask: torch.Tensor, length: int) -> int | None:
+    """`start` when every real position in `index` (B, N) is `start + j`, else None.
+
+    A Siamese side's own encoding ([CLS] X [SEP]) puts its real tokens at 1, 2, ...: its states are
+    then a slice, not a gather. The answer costs two host syncs and holds for every layer of the
+    batch, so the loss asks once per side and batch. `mask` (B, N) is False on padding entries,
+    whose positions are ignored; `length` is the states' sequence length.
+    """
+    if not index.numel():
+        return None
+    count = index.size(1)
+    start = int(index[:, 0].max())
+    expected = start + torch.arange(count, device=index.device)
+    if start + count <= length and bool(((index == expected) | ~mask.to(index.device).bool()).all()):
+        return start
+    return None
+
+
+def gather_positions(states: torch.Tensor, index: torch.Tensor, start: int | None = None) -> torch.Tensor:
     """Per-head states at given token positions: (B, H, T, d) and (B, N) -> (B, H, N, d).
 
-    With `mask` (B, N), entries where it is False are padding and may hold any state. When every
-    real position is `start + j` for one `start` (a Siamese side's own encoding: [CLS] X [SEP]),
-    the states are a slice, not a gather, so the backward is a plain copy instead of a scatter-add.
+    With `start` (from `contiguous_start`), the positions are `start + j` on every real entry and
+    the states are sliced: the backward is then a plain copy instead of a scatter-add. Entries
+    at padding positions may hold any state.
     """
-    batch, heads, length, width = states.shape
-    index = index.to(states.device)
-    if mask is not None and index.numel():
-        count = index.size(1)
-        start = int(index[:, 0].max())
-        expected = start + torch.arange(count, device=index.device)
-        if start + count <= length and bool(((index == expected) | ~mask.to(index.device).bool()).all()):
-            return states[:, :, start : start + count]
-    expanded = index[:, None, :, None].expand(batch, heads, index.size(1), width)
+    if start is not None:
+        return states[:, :, start : start + index.size(1)]
+    batch, heads, _, width = states.shape
+    expanded = index.to(states.device)[:, None, :, None].expand(batch, heads, index.size(1), width)
     return states.gather(2, expanded)
 
 
@@ -65,16 +78,18 @@ def student_virtual_attention(
     rows: torch.Tensor,
     columns: torch.Tensor,
     column_mask: torch.Tensor,
-    row_mask: torch.Tensor | None = None,
+    row_start: int | None = None,
+    column_start: int | None = None,
 ) -> torch.Tensor:
     """M = softmax(Q_rows K_columns^T / sqrt(d_head)) over the real columns, (B, H, N_rows, N_columns).
 
     queries: (B, H, T_X, d) of the side the rows come from; keys: (B, H, T_Y, d) of the other side;
-    rows / columns: (B, N) positions of the real tokens in each side's own encoding. Rows where
-    `row_mask` is False are padding: their values are arbitrary (mask them downstream).
+    rows / columns: (B, N) positions of the real tokens in each side's own encoding, sliced from
+    `row_start` / `column_start` when given (see `contiguous_start`). Padding rows hold arbitrary
+    values (mask them downstream).
     """
     return virtual_attention(
-        gather_positions(queries, rows, row_mask), gather_positions(keys, columns, column_mask), column_mask
+        gather_positions(queries, rows, row_start), gather_positions(keys, columns, column_start), column_mask
     )
 
 
@@ -212,13 +227,18 @@ class VirtualInteractionLoss(nn.Module):
                     "teacher did not read the collator's aligned joint view (teacher_0_input_ids)."
                 )
         sides = {"a": query_key_states(side_a), "b": query_key_states(side_b)}
+        # whether each side's real tokens are one run of positions: decided once for all layers
+        starts = {
+            side: contiguous_start(align[f"{side}_student"], align[f"{side}_mask"], sides[side][0][0].size(2))
+            for side in ("a", "b")
+        }
         losses = []
         for i, j in self.mapping.pairs(student_layers, teacher_layers):
             for rows, columns in (("a", "b"), ("b", "a")):  # X -> Y, then Y -> X
                 row_mask, column_mask = align[f"{rows}_mask"], align[f"{columns}_mask"]
                 student = student_virtual_attention(
                     sides[rows][0][i - 1], sides[columns][1][i - 1],
-                    align[f"{rows}_student"], align[f"{columns}_student"], column_mask, row_mask,
+                    align[f"{rows}_student"], align[f"{columns}_student"], column_mask, starts[rows], starts[columns],
                 )
                 with torch.no_grad():
                     target = teacher_cross_attention(

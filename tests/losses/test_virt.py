@@ -10,7 +10,7 @@ import torch
 
 from hf_distill.alignment import ALIGNMENT_PREFIX
 from hf_distill.data import PairCollator
-from hf_distill.losses.virt import VirtualInteractionLoss, gather_positions, teacher_cross_attention
+from hf_distill.losses.virt import VirtualInteractionLoss, contiguous_start, gather_positions, teacher_cross_attention
 from hf_distill.trainer import DistillationTrainer
 from hf_distill.training_args import DistillationArguments
 
@@ -239,7 +239,9 @@ def test_gather_positions_slice_path_equals_the_gather():
     states = torch.randn(3, 2, 9, 4, requires_grad=True)
     index = torch.tensor([[1, 2, 3, 4], [1, 2, 0, 0], [1, 2, 3, 0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], dtype=torch.bool)
-    sliced = gather_positions(states, index, mask)
+    start = contiguous_start(index, mask, states.size(2))
+    assert start == 1
+    sliced = gather_positions(states, index, start)
     assert sliced.data_ptr() == states[:, :, 1:5].data_ptr()  # a view: no gather
     gathered = gather_positions(states, index)
     keep = mask[:, None, :, None]
@@ -249,4 +251,6 @@ def test_gather_positions_slice_path_equals_the_gather():
     assert torch.equal(grad_slice, grad_gather)
     # positions that are not one run (the teacher's joint view: Y after X) fall back to the gather
     shifted = torch.tensor([[5, 6, 7, 8], [3, 4, 0, 0], [4, 5, 6, 0]])
-    assert torch.equal(gather_positions(states, shifted, mask), gather_positions(states, shifted))
+    assert contiguous_start(shifted, mask, states.size(2)) is None
+    # a run that would end past the sequence is not sliced either
+    assert contiguous_start(index + 5, mask, states.size(2)) is None
