@@ -182,10 +182,10 @@ def start_results(name: str, opts, command: str) -> tuple[dict, str]:
 def run_arguments(output_dir: str, epochs: float, lr: float, seed: int, text_columns, label_column: str,
                   max_length: int = 128, **extra):
     """`DistillationArguments` of a benchmark arm: batch 16, warm-up 10%, no saving or evaluation during
-    training (each script evaluates at the end), CPU, no progress bars."""
+    training (each script evaluates at the end), CPU, no progress bars; `extra` adds or overrides fields."""
     from hf_distill.training_args import DistillationArguments
 
-    return DistillationArguments(
+    settings = dict(
         output_dir=output_dir,
         num_train_epochs=epochs,
         learning_rate=lr,
@@ -203,8 +203,8 @@ def run_arguments(output_dir: str, epochs: float, lr: float, seed: int, text_col
         report_to="none",
         use_cpu=True,
         disable_tqdm=True,
-        **extra,
     )
+    return DistillationArguments(**{**settings, **extra})
 
 
 def timing_arguments(output_dir: str, steps: int, batch: int, seq: int, **extra):

@@ -14,8 +14,11 @@ from __future__ import annotations
 import argparse
 import copy
 import shlex
+import shutil
 import sys
 import time
+
+from transformers.trainer_utils import get_last_checkpoint
 
 from common import (
     CACHE, GLUE_TASKS, eval_metrics, label_maps, load_task, mean_std, minilm_dir, mpnet_dir, run_arguments, write_results,
@@ -50,19 +53,27 @@ def evaluate(model, data, task: str, args: DistillationArguments) -> dict:
 
 def teacher_for(task: str, data, epochs: float | None = None, backbone: str = "minilm") -> tuple[CrossEncoderModel, dict, float]:
     """The fine-tuned cross-encoder teacher of `backbone` ("minilm": 6 layers, "mpnet": 12), trained once, then
-    loaded from the cache."""
+    loaded from the cache. Training saves a checkpoint every 200 steps and resumes from the last one, so
+    a long teacher (MPNet: about an hour on 2 cores) survives an interrupted session."""
     _, _, _, num_labels, _, _ = GLUE_TASKS[task]
     prefix, backbone_dir, all_settings = TEACHER_BACKBONES[backbone]
     folder = CACHE / "teachers" / f"{prefix}-{task}"
     settings = {**all_settings[task], **({"epochs": epochs} if epochs else {})}
-    args = training_args(str(folder / "run"), task, settings["epochs"], settings["lr"], seed=42)
+    args = training_args(
+        str(folder / "run"), task, settings["epochs"], settings["lr"], seed=42,
+        save_strategy="steps", save_steps=200, save_total_limit=1,
+    )
     seconds = 0.0
     if not (folder / "config.json").exists():
         teacher = CrossEncoderModel.from_backbone(backbone_dir(), num_labels=num_labels, **label_maps(task))
+        checkpoint = get_last_checkpoint(args.output_dir) if (folder / "run").is_dir() else None
+        if checkpoint:
+            print(f"[{task}] teacher {backbone}: resuming from {checkpoint}", flush=True)
         start = time.perf_counter()
-        DistillationTrainer(model=teacher, args=args, train_dataset=data["train"]).train()
-        seconds = time.perf_counter() - start
+        DistillationTrainer(model=teacher, args=args, train_dataset=data["train"]).train(resume_from_checkpoint=checkpoint)
+        seconds = time.perf_counter() - start  # this process's share when resumed
         teacher.save_pretrained(folder)
+        shutil.rmtree(folder / "run", ignore_errors=True)  # the checkpoints served their purpose
     teacher = CrossEncoderModel.from_pretrained(folder)
     return teacher, evaluate(teacher, data["validation"], task, args), seconds
 
