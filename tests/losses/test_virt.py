@@ -10,7 +10,14 @@ import torch
 
 from hf_distill.alignment import ALIGNMENT_PREFIX
 from hf_distill.data import PairCollator
-from hf_distill.losses.virt import VirtualInteractionLoss, contiguous_start, gather_positions, teacher_cross_attention
+from hf_distill.losses.virt import (
+    VirtualInteractionLoss,
+    contiguous_start,
+    gather_positions,
+    student_virtual_attention,
+    teacher_cross_attention,
+    virtual_attention_squared_error,
+)
 from hf_distill.trainer import DistillationTrainer
 from hf_distill.training_args import DistillationArguments
 
@@ -149,9 +156,9 @@ def test_teacher_attention_probabilities_give_the_same_target():
     teacher = teacher_output(1)
     probs = torch.softmax(teacher.query_states[0] @ teacher.key_states[0].transpose(-1, -2) / math.sqrt(D), dim=-1)
     batch = alignment_batch()
-    rows, cols, mask = (batch[ALIGNMENT_PREFIX + k] for k in ("a_teacher", "b_teacher", "b_mask"))
-    from_scores = teacher_cross_attention(teacher, 1, rows, cols, mask)
-    from_probs = teacher_cross_attention(SimpleNamespace(attentions=(probs,)), 1, rows, cols, mask)
+    rows, cols, row_mask, mask = (batch[ALIGNMENT_PREFIX + k] for k in ("a_teacher", "b_teacher", "a_mask", "b_mask"))
+    from_scores = teacher_cross_attention(teacher, 1, rows, cols, row_mask, mask)
+    from_probs = teacher_cross_attention(SimpleNamespace(attentions=(probs,)), 1, rows, cols, row_mask, mask)
     torch.testing.assert_close(from_probs, from_scores, atol=1e-6, rtol=1e-5)
 
 
@@ -239,7 +246,7 @@ def test_gather_positions_slice_path_equals_the_gather():
     states = torch.randn(3, 2, 9, 4, requires_grad=True)
     index = torch.tensor([[1, 2, 3, 4], [1, 2, 0, 0], [1, 2, 3, 0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], dtype=torch.bool)
-    start = contiguous_start(index, mask, states.size(2))
+    start = contiguous_start(index, mask)
     assert start == 1
     sliced = gather_positions(states, index, start)
     assert sliced.data_ptr() == states[:, :, 1:5].data_ptr()  # a view: no gather
@@ -251,6 +258,56 @@ def test_gather_positions_slice_path_equals_the_gather():
     assert torch.equal(grad_slice, grad_gather)
     # positions that are not one run (the teacher's joint view: Y after X) fall back to the gather
     shifted = torch.tensor([[5, 6, 7, 8], [3, 4, 0, 0], [4, 5, 6, 0]])
-    assert contiguous_start(shifted, mask, states.size(2)) is None
-    # a run that would end past the sequence is not sliced either
-    assert contiguous_start(index + 5, mask, states.size(2)) is None
+    assert contiguous_start(shifted, mask) is None
+    # a run whose padding entries pass the end of the sequence (length 9) is sliced and zero-padded
+    index = torch.tensor([[6, 7, 8, 0], [6, 7, 0, 0], [6, 0, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=torch.bool)
+    start = contiguous_start(index, mask)
+    assert start == 6
+    padded = gather_positions(states, index, start)
+    assert padded.shape == (3, 2, 4, 4)
+    assert torch.equal(padded[:, :, 3], torch.zeros(3, 2, 4))
+    keep = mask[:, None, :, None]
+    gathered = gather_positions(states, index)
+    assert torch.equal(padded * keep, gathered * keep)
+    (grad_padded,) = torch.autograd.grad((padded * keep).square().sum(), states)
+    (grad_gather,) = torch.autograd.grad((gathered * keep).square().sum(), states)
+    assert torch.equal(grad_padded, grad_gather)
+
+
+def test_fused_squared_error_equals_autograd_in_value_and_gradients():
+    """The fused loss (gradients computed in its forward) = the plain autograd expression, masked keys included."""
+    torch.manual_seed(0)
+    queries = torch.randn(3, 2, 4, 5, dtype=torch.float64, requires_grad=True)
+    keys = torch.randn(3, 2, 6, 5, dtype=torch.float64, requires_grad=True)
+    key_mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]], dtype=torch.bool)
+    target = torch.softmax(torch.randn(3, 2, 4, 6, dtype=torch.float64).masked_fill(~key_mask[:, None, None, :], -math.inf), -1)
+    # the reference in float64, written out: masked keys get -inf before the softmax
+    scores = (queries @ keys.transpose(-1, -2) / math.sqrt(5)).masked_fill(~key_mask[:, None, None, :], -math.inf)
+    reference = (torch.softmax(scores, -1) - target).square().sum()
+    # and one (example, head, row) by hand: a softmax over its 3 kept keys; the masked ones contribute target^2
+    row_scores = [sum(queries[1, 0, 2, c].item() * keys[1, 0, m, c].item() for c in range(5)) / math.sqrt(5) for m in range(3)]
+    row_probs = [math.exp(x) / sum(math.exp(y) for y in row_scores) for x in row_scores]
+    by_hand = sum((p - t) ** 2 for p, t in zip(row_probs, target[1, 0, 2].tolist())) + sum(t**2 for t in target[1, 0, 2, 3:].tolist())
+    assert by_hand == pytest.approx((torch.softmax(scores, -1) - target)[1, 0, 2].square().sum().item(), rel=1e-12)
+    fused = virtual_attention_squared_error(queries, keys, key_mask, target.clone())
+    assert fused.item() == pytest.approx(reference.item(), rel=1e-12)
+    grads = torch.autograd.grad(3.0 * fused, (queries, keys))
+    expected = torch.autograd.grad(3.0 * reference, (queries, keys))
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(
+        lambda q, k: virtual_attention_squared_error(q, k, key_mask, target.clone()), (queries, keys)
+    )
+
+
+def test_zero_query_rows_match_the_teachers_padding_rows():
+    """A padding row of the student (zero query) and of the teacher (uniform) agree, so it adds nothing to the loss."""
+    teacher = teacher_output(1)
+    batch = alignment_batch()
+    rows, cols, row_mask, col_mask = (batch[ALIGNMENT_PREFIX + k] for k in ("a_teacher", "b_teacher", "a_mask", "b_mask"))
+    target = teacher_cross_attention(teacher, 1, rows, cols, row_mask, col_mask)
+    student = student_virtual_attention(torch.randn(B, H, T_JOINT, D), torch.randn(B, H, T_JOINT, D), rows, cols, row_mask, col_mask)
+    padding = ~row_mask[:, None, :, None].expand_as(target)
+    assert torch.equal(student[padding], target[padding])
+    torch.testing.assert_close(target[1, :, 2], torch.full((H, 2), 0.5))
