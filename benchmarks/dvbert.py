@@ -101,6 +101,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--max_train", type=int, default=None, help="smoke runs only: cut the training split")
     parser.add_argument("--max_eval", type=int, default=None, help="smoke runs only: cut the evaluation split")
+    parser.add_argument("--arms", nargs="+", default=None, help="run only these arms (names as in the table); default all")
     parser.add_argument("--name", default="dvbert")
     parser.add_argument("--append", action="store_true", help="keep the tasks already in results/NAME.json")
     parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
@@ -110,6 +111,9 @@ def main() -> None:
         vars(opts).update({k: v for k, v in saved["settings"].items() if k not in ("render", "name")})
         write_results(opts.name, saved, "\n".join(table_lines(opts, saved)), saved["command"])
         return
+    unknown = sorted(set(opts.arms or ()) - set(arms(len(opts.teachers))))
+    if unknown:  # before any teacher trains
+        parser.error(f"--arms: unknown {unknown}; valid: {sorted(arms(len(opts.teachers)))}")
     command = "python benchmarks/dvbert.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     results, command = start_results(opts.name, opts, command)
     sts = sts_test()
@@ -132,6 +136,8 @@ def main() -> None:
         num_labels = GLUE_TASKS[task][3]
         for seed in opts.seeds:  # seeds outermost: a cut-short run still has every arm
             for arm, (k, losses) in arms(len(teachers)).items():
+                if opts.arms and arm not in opts.arms:
+                    continue
                 student = siamese_student(task, next(iter(teachers.values())), opts.student_layers, seed)
                 dropped = [c for c in train.column_names if c.startswith("teacher_logits_") and int(c.rsplit("_", 1)[1]) >= k]
                 output_dir = CACHE / "runs" / "dvbert" / task / arm.replace(" ", "_").replace("=", "") / str(seed)

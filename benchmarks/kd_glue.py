@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import shlex
 import shutil
 import sys
@@ -32,7 +33,9 @@ from hf_distill.training_args import DistillationArguments
 
 TEACHER_SETTINGS = {"mrpc": dict(epochs=5, lr=5e-5), "stsb": dict(epochs=4, lr=5e-5), "rte": dict(epochs=5, lr=5e-5), "snli": dict(epochs=2, lr=5e-5)}
 # MPNet-base (12 layers, hidden 768): a smaller learning rate, as for BERT-base; ~8x the MiniLM's time per step.
-MPNET_TEACHER_SETTINGS = {"stsb": dict(epochs=3, lr=2e-5), "snli": dict(epochs=2, lr=2e-5)}
+# The SNLI teacher trains under bf16 autocast (AMX here: 2.6-2.8 s per step of 16 x 64 tokens against 4.1-4.4 s
+# in float32); its weights stay float32 and it is evaluated and labels the data in float32.
+MPNET_TEACHER_SETTINGS = {"stsb": dict(epochs=3, lr=2e-5), "snli": dict(epochs=2, lr=2e-5, bf16=True)}
 TEACHER_BACKBONES = {"minilm": ("minilm-l6", minilm_dir, TEACHER_SETTINGS), "mpnet": ("mpnet", mpnet_dir, MPNET_TEACHER_SETTINGS)}
 # arm -> (alpha, temperature); alpha = 0 is plain fine-tuning on gold labels (no KD).
 ARMS = {
@@ -61,7 +64,7 @@ def teacher_for(task: str, data, epochs: float | None = None, backbone: str = "m
     settings = {**all_settings[task], **({"epochs": epochs} if epochs else {})}
     args = training_args(
         str(folder / "run"), task, settings["epochs"], settings["lr"], seed=42,
-        save_strategy="steps", save_steps=200, save_total_limit=1,
+        save_strategy="steps", save_steps=200, save_total_limit=1, bf16=settings.get("bf16", False),
     )
     seconds = 0.0
     if not (folder / "config.json").exists():
@@ -75,7 +78,7 @@ def teacher_for(task: str, data, epochs: float | None = None, backbone: str = "m
         teacher.save_pretrained(folder)
         shutil.rmtree(folder / "run", ignore_errors=True)  # the checkpoints served their purpose
     teacher = CrossEncoderModel.from_pretrained(folder)
-    return teacher, evaluate(teacher, data["validation"], task, args), seconds
+    return teacher, evaluate(teacher, data["validation"], task, dataclasses.replace(args, bf16=False)), seconds
 
 
 def main() -> None:
