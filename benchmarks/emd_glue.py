@@ -47,6 +47,8 @@ def arm_arguments(arm: str, beta: float, alpha: float) -> dict:
         return dict(alpha=alpha, emd_weight=beta, embedding_weight=beta, emd_temperature=1.0, emd_update="softmax")
     if arm == "EMD normalize":  # the cost-attention update without the softmax sharpening
         return dict(alpha=alpha, emd_weight=beta, embedding_weight=beta, emd_update="normalize")
+    if arm == "EMD smooth":  # the official code's default: softmax update, then add_softmax over the weights
+        return dict(alpha=alpha, emd_weight=beta, embedding_weight=beta, emd_update="softmax", emd_smooth_weights=True)
     raise ValueError(arm)
 
 
@@ -55,7 +57,7 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["mrpc", "rte", "stsb"], choices=sorted(GLUE_TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", default=["no KD", "uniform", "EMD"],
-                        choices=["no KD", "uniform", "EMD", "EMD normalize"])
+                        choices=["no KD", "uniform", "EMD", "EMD normalize", "EMD smooth"])
     parser.add_argument("--student_layers", type=int, default=2)
     parser.add_argument("--strategy", default="uniform", help="which teacher layers the student keeps")
     parser.add_argument("--epochs", type=float, default=1)

@@ -48,9 +48,13 @@ class CostAttentionCallback(TrainerCallback, ExportableState):
         temperature: tau_emd of the softmax update.
         mode: "softmax" (w~ / tau_emd) or "normalize" (w~ / sum w~).
         separate: keep attention and hidden weights separate instead of averaging them.
+        smooth: one more softmax over each weight vector after the update (the official code's
+            `add_softmax`), which keeps the weights from collapsing onto one layer.
     """
 
-    def __init__(self, temperature: float = 1.0, mode: str = "softmax", separate: bool = False, history=None):
+    def __init__(
+        self, temperature: float = 1.0, mode: str = "softmax", separate: bool = False, history=None, smooth: bool = False
+    ):
         if temperature <= 0:
             raise ValueError(f"emd_temperature={temperature!r} must be > 0.")
         if mode not in ("softmax", "normalize"):
@@ -58,6 +62,7 @@ class CostAttentionCallback(TrainerCallback, ExportableState):
         self.temperature = temperature
         self.mode = mode
         self.separate = separate
+        self.smooth = smooth
         self.history: list[dict] = list(history or [])
         self.components: list = []
 
@@ -68,7 +73,7 @@ class CostAttentionCallback(TrainerCallback, ExportableState):
 
     def on_step_end(self, args, state, control, **kwargs):
         for component in self.components:
-            component.update_weights(temperature=self.temperature, mode=self.mode, separate=self.separate)
+            component.update_weights(temperature=self.temperature, mode=self.mode, separate=self.separate, smooth=self.smooth)
         if self.components:
             weights = {k: [round(float(x), 6) for x in v] for k, v in self.components[0].layer_weights().items()}
             self.history.append({"step": state.global_step, **weights})
@@ -82,6 +87,6 @@ class CostAttentionCallback(TrainerCallback, ExportableState):
 
     def state(self) -> dict:
         return {
-            "args": {"temperature": self.temperature, "mode": self.mode, "separate": self.separate},
+            "args": {"temperature": self.temperature, "mode": self.mode, "separate": self.separate, "smooth": self.smooth},
             "attributes": {"history": self.history},
         }

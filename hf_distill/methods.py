@@ -112,12 +112,14 @@ def bert_emd(
     emd_temperature: float = 1.0,
     emd_update: str = "softmax",
     separate_weights: bool = False,
+    smooth_weights: bool = True,
 ) -> DistillationMethod:
     """BERT-EMD (Li et al. 2020): all layers many-to-many by Earth Mover's Distance, with cost attention.
 
     Loss: beta * (EMD_attention + EMD_hidden + embedding) + alpha * soft + (1 - alpha) * hard. Defaults
-    follow the official code (beta 0.01, alpha 0.8, tau 1, tau_emd 1, softmax update). The layer
-    weights are updated after every optimizer step by `CostAttentionCallback`.
+    follow the official code (beta 0.01, alpha 0.8, tau 1, tau_emd 1, softmax update, averaged weights,
+    then one more softmax over the weights: its `add_softmax`). The layer weights are updated after
+    every optimizer step by `CostAttentionCallback`.
     """
     teacher = _eager(load_teacher(teacher))
     student = _eager(CrossEncoderModel.from_teacher(teacher, num_layers, strategy))
@@ -133,8 +135,9 @@ def bert_emd(
         emd_temperature=emd_temperature,
         emd_update=emd_update,
         emd_separate_weights=separate_weights,
+        emd_smooth_weights=smooth_weights,
     )
-    callback = CostAttentionCallback(emd_temperature, emd_update, separate_weights)
+    callback = CostAttentionCallback(emd_temperature, emd_update, separate_weights, smooth=smooth_weights)
     return DistillationMethod("bert_emd", student, [teacher], defaults, loss_components=[emd], callbacks=[callback])
 
 

@@ -488,7 +488,7 @@ def _hparams(trainer, methods: list[Method], world_size: int) -> tuple[list[tupl
     if keys & {"tinybert", "bert_emd", "virt"}:
         shown += ["hidden_weight", "attention_weight", "embedding_weight", "attention_loss", "layer_mapping", "shared_projection"]
     if "bert_emd" in keys:
-        shown += ["emd_weight", "emd_temperature", "emd_update", "emd_separate_weights"]
+        shown += ["emd_weight", "emd_temperature", "emd_update", "emd_separate_weights", "emd_smooth_weights"]
     if "virt" in keys:
         shown.append("virt_weight")
     base = {f.name for f in fields(TrainingArguments)}

@@ -217,7 +217,9 @@ class DistillationTrainer(Trainer):
         if any(hasattr(c, "update_weights") for c in self.loss_components) and not any(
             isinstance(c, CostAttentionCallback) for c in callbacks
         ):
-            callbacks.append(CostAttentionCallback(args.emd_temperature, args.emd_update, args.emd_separate_weights))
+            callbacks.append(CostAttentionCallback(
+                args.emd_temperature, args.emd_update, args.emd_separate_weights, smooth=args.emd_smooth_weights
+            ))
         super().__init__(
             model=model,
             args=args,

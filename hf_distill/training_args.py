@@ -98,6 +98,14 @@ class DistillationArguments(TrainingArguments):
     emd_separate_weights: bool = field(
         default=False, metadata={"help": "Keep attention and hidden layer weights separate (True) or average them."}
     )
+    emd_smooth_weights: bool = field(
+        default=False,
+        metadata={
+            "help": "After each cost-attention update, pass every layer-weight vector through one more softmax "
+            "(the official code's add_softmax, on by default there and in `methods.bert_emd`): it keeps the weights "
+            "from collapsing onto one layer."
+        },
+    )
     restore_callback_states_from_checkpoint: bool = field(
         default=True,
         metadata={

@@ -135,8 +135,9 @@ def test_projections_and_emd_weights_survive_resume_and_stay_out_of_the_student(
     resumed = run(6, resume=str(tmp_path / "run" / "checkpoint-3"))
     for (name, a), (_, b) in zip(full.loss_components.state_dict().items(), resumed.loss_components.state_dict().items()):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=name)
-    history = [cb for cb in resumed.callback_handler.callbacks if isinstance(cb, CostAttentionCallback)][0].history
-    assert [entry["step"] for entry in history] == [1, 2, 3, 4, 5, 6]  # restored from trainer_state.json, then extended
+    callback = [cb for cb in resumed.callback_handler.callbacks if isinstance(cb, CostAttentionCallback)][0]
+    assert callback.smooth is True  # the preset's official-code add_softmax, restored with the callback's args
+    assert [entry["step"] for entry in callback.history] == [1, 2, 3, 4, 5, 6]  # restored from trainer_state.json, then extended
     resumed.save_model(str(tmp_path / "student"))
     saved = load_file(str(tmp_path / "student" / "model.safetensors"))
     assert not any("projection" in key or "weights" in key.split(".")[-1] for key in saved)

@@ -350,12 +350,15 @@ class EMDLayerLoss(nn.Module):
     # ------------------------------------------------------------------ cost attention
     @torch.no_grad()
     def update_weights(
-        self, temperature: float = 1.0, mode: str = "softmax", separate: bool = False
+        self, temperature: float = 1.0, mode: str = "softmax", separate: bool = False, smooth: bool = False
     ) -> dict[str, torch.Tensor]:
         """Apply cost attention with the costs seen since the last update; returns the new masses.
 
         Attention and hidden masses are updated separately, then (unless `separate`) both kinds
-        take the average of the two results, as in the official code. Does nothing when no
+        take the average of the two results, as in the official code. With `smooth`, every mass
+        vector then goes through one more softmax(w) (the official code's `add_softmax`, on by
+        default there): masses in [0, 1] come out within a factor e of each other, so the
+        weights cannot collapse onto one layer. Does nothing when no
         training forward ran since the last update. Under DDP every rank must call it (the costs
         are averaged across ranks so the masses stay identical everywhere).
         """
@@ -377,6 +380,8 @@ class EMDLayerLoss(nn.Module):
         if not separate and len(updated) == 2:
             average = tuple((updated["hidden"][k] + updated["attention"][k]) / 2 for k in range(2))
             updated = {kind: average for kind in updated}
+        if smooth:
+            updated = {kind: tuple(F.softmax(w, dim=0) for w in pair) for kind, pair in updated.items()}
         for kind, (student_weights, teacher_weights) in updated.items():
             getattr(self, f"{kind}_student_weights").copy_(student_weights)
             getattr(self, f"{kind}_teacher_weights").copy_(teacher_weights)

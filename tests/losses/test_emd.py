@@ -306,6 +306,23 @@ def test_update_weights_separate_and_averaged(emd_setup):
         torch.testing.assert_close(result[f"attention_{side}"], mean)
 
 
+def test_update_weights_smooth_is_one_more_softmax_after_the_average(emd_setup):
+    """The official code's add_softmax: masses = softmax(averaged masses), e.g. (0.9, 0.1) -> (0.690, 0.310)."""
+    loss, student, teacher, batch = emd_setup
+    plain = EMDLayerLoss(2, 4, 3, 6)
+    plain.load_state_dict(loss.state_dict())
+    loss(student, [teacher], batch)
+    plain(student, [teacher], batch)
+    averaged = plain.update_weights(temperature=1.0, mode="softmax")
+    smoothed = loss.update_weights(temperature=1.0, mode="softmax", smooth=True)
+    for name, weights in averaged.items():
+        exp = [math.exp(w) for w in weights.tolist()]
+        torch.testing.assert_close(smoothed[name], torch.tensor([e / sum(exp) for e in exp], dtype=torch.float64))
+        assert smoothed[name].max() / smoothed[name].min() <= math.e  # masses in [0, 1]: within a factor e
+    # the hand value in the docstring
+    assert torch.softmax(torch.tensor([0.9, 0.1]), 0).tolist() == pytest.approx([0.6900, 0.3100], abs=1e-4)
+
+
 def test_update_weights_averages_micro_batches_and_skips_eval(emd_setup):
     loss, student, teacher, batch = emd_setup
     other_student = fake_output(2, batch=2, length=5, hidden=3, heads=2, d_head=4)
