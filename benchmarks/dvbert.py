@@ -103,7 +103,10 @@ def main() -> None:
     parser.add_argument("--max_eval", type=int, default=None, help="smoke runs only: cut the evaluation split")
     parser.add_argument("--arms", nargs="+", default=None, help="run only these arms (names as in the table); default all")
     parser.add_argument("--name", default="dvbert")
-    parser.add_argument("--append", action="store_true", help="keep the tasks already in results/NAME.json")
+    parser.add_argument(
+        "--append", action="store_true",
+        help="keep the other tasks in results/NAME.json, and this task's runs of seeds not in --seeds (finish a cut-short run)",
+    )
     parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
     opts = parser.parse_args()
     if opts.render:
@@ -115,6 +118,8 @@ def main() -> None:
     if unknown:  # before any teacher trains
         parser.error(f"--arms: unknown {unknown}; valid: {sorted(arms(len(opts.teachers)))}")
     command = "python benchmarks/dvbert.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    previous_path = RESULTS / f"{opts.name}.json"
+    previous = json.loads(previous_path.read_text())["tasks"] if opts.append and previous_path.exists() else {}
     results, command = start_results(opts.name, opts, command)
     sts = sts_test()
 
@@ -124,6 +129,10 @@ def main() -> None:
         if opts.max_eval:
             data["validation"] = data["validation"].select(range(min(opts.max_eval, len(data["validation"]))))
         teachers, task_results = {}, {"splits": {"train": train_file, "eval": eval_file}, "teachers": {}, "arms": {}}
+        for arm, runs in previous.get(task, {}).get("arms", {}).items():  # --append: earlier seeds stay
+            kept = [run for run in runs if run["seed"] not in opts.seeds]
+            if kept:
+                task_results["arms"][arm] = kept
         for name in opts.teachers:
             teacher, metrics, seconds = cached_teacher(task, data, backbone=name)
             teachers[name] = teacher.eval()
@@ -158,12 +167,17 @@ def main() -> None:
                 write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
 
 
+def seeds_of(results: dict) -> list[int]:
+    """Every seed that has a run in the results."""
+    return sorted({run["seed"] for task in results["tasks"].values() for runs in task["arms"].values() for run in runs})
+
+
 def table_lines(opts, results: dict) -> list[str]:
     """Per task: each teacher's own score, then every arm's STS-B test Spearman (x100) and, for SNLI, test accuracy."""
     lines = [
         f"Siamese students: all-MiniLM-L6-v2 keeping {opts.student_layers} of its 6 layers (uniform), mean pooling; "
         f"{opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, max_length 128; teachers {', '.join(opts.teachers)} "
-        f"(K = 1: {opts.teachers[0]}); seeds {opts.seeds}; mean ± std over seeds. STS-B: Spearman x100 of cosine(u, v) "
+        f"(K = 1: {opts.teachers[0]}); seeds {seeds_of(results)}; mean ± std over seeds. STS-B: Spearman x100 of cosine(u, v) "
         "on STS-B test (after SNLI training: transfer); SNLI: accuracy x100 on SNLI test.",
         "",
         "| task (train -> eval) | model | STS-B test Spearman | SNLI test accuracy | runs | train s (mean) |",
