@@ -8,15 +8,17 @@ capture, so the capture's cost is a difference measured on the same batch. Repor
 fractions of the step, at several sequence lengths (texts are made long enough that truncation
 fixes the length).
 
-Part 2, full steps: `DistillationTrainer.train()` steps of each arm timed by a callback, arms in
-alternating rounds, median per arm. Ratios: BERT-EMD over the same loss with the uniform
+Part 2, full steps: `DistillationTrainer.train()` steps of each arm, all arms training at once in
+lockstep (`lockstep.py`: one optimizer step each in turn, timed by a callback, the next batch's
+loading included), on fresh trainers every round. Ratios are paired step by step (step i of two
+arms ran seconds apart, which cancels the machine's drift), median and quartiles. Ratios: BERT-EMD over the same loss with the uniform
 (TinyBERT) mapping (target <= 1.05), VIRT over the same Siamese student with logit KD only
 (target <= 1.10), the KD teacher reading either the pair truncated to the sequence length or,
 like VIRT's, the joint view of both whole sides (up to twice as long): the second ratio is what
 the VIRT loss itself adds.
 
 Part 3, EMD growth: the two L_S x L_T cost matrices (forward + backward) and the flow solves on
-synthetic hidden states and attention scores, for several depths.
+synthetic hidden states and queries/keys (`score_cost_matrix`), for several depths.
 
 Usage: python benchmarks/step_breakdown.py [--seq_lens 64 128 256 --steps 8 --full_steps 20 --rounds 3]
 """
@@ -36,11 +38,11 @@ from dataclasses import dataclass, field
 
 import torch
 from common import load_task, minilm_dir, timing_arguments, write_results
-from step_time import StepTimer
+from lockstep import paired_step_ratio, train_in_lockstep
 
 import hf_distill.losses.emd as emd_module
 from hf_distill import CrossEncoderModel, SiameseModel
-from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow, layer_cost_matrix
+from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow, layer_cost_matrix, score_cost_matrix
 from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
 
@@ -95,7 +97,7 @@ def long_texts(data, rows: int, seq: int):
     )
 
 
-def build_trainer(method: Method, teacher, cross_init, siamese_init, train, seq: int, batch: int, steps: int, callbacks=()):
+def build_trainer(method: Method, teacher, cross_init, siamese_init, train, seq: int, batch: int, steps: int):
     student = copy.deepcopy(siamese_init if method.siamese else cross_init)
     args = timing_arguments("/tmp/hf_distill_step_breakdown", steps, batch, seq, text_columns=COLUMNS, **method.weights)
     trainer = DistillationTrainer(
@@ -103,7 +105,6 @@ def build_trainer(method: Method, teacher, cross_init, siamese_init, train, seq:
         args=args,
         teachers=[teacher] if method.online_teacher else None,
         train_dataset=train,
-        callbacks=list(callbacks),
     )
     if method.joint_teacher_view:  # the collator VIRT gets, for a KD-only arm: same teacher input, no VIRT loss
         trainer.data_collator = dataclasses.replace(trainer.data_collator, virt_alignment=True)
@@ -195,43 +196,47 @@ def breakdown(trainer: DistillationTrainer, steps: int) -> dict[str, float]:
 
 
 def full_steps(methods, teacher, cross_init, siamese_init, train_for, seq, batch, steps, rounds) -> dict[str, list[list[float]]]:
-    """ms per `trainer.train()` step of each arm, one list per round; arms alternate within each round (first 3 steps dropped)."""
+    """ms per `trainer.train()` step of each arm (step + next batch's loading), one list per round; in every round
+    all arms train in lockstep (`lockstep.train_in_lockstep`: one step each in turn), on fresh trainers."""
     samples: dict[str, list[list[float]]] = defaultdict(list)
     for _ in range(rounds):
-        for method in methods:
-            timer = StepTimer()
-            trainer = build_trainer(method, teacher, cross_init, siamese_init, train_for(method), seq, batch, steps, [timer])
-            trainer.train()
-            samples[method.name].append([t * 1000 for t in timer.times[3:]])
+        trainers = [build_trainer(m, teacher, cross_init, siamese_init, train_for(m), seq, batch, steps) for m in methods]
+        for method, times in zip(methods, train_in_lockstep(trainers)):
+            samples[method.name].append([t * 1000 for t in times])
     return samples
 
 
-def paired_ratio(arm_rounds: list[list[float]], reference_rounds: list[list[float]]) -> dict:
-    """The median over rounds of (arm's median step / reference's median step in the same round), and its range.
+def paired_ratio(arm_rounds: list[list[float]], reference_rounds: list[list[float]], warmup: int = 3) -> dict:
+    """The median over steps of arm step i / reference step i (one lockstep rotation apart), pooled over rounds.
 
-    The machine's speed drifts between rounds (other tenants of the host); within a round the two
-    arms ran back to back, so the per-round ratio cancels most of the drift.
+    The machine's speed drifts within minutes; two arms' step i ran seconds apart, so their ratio
+    cancels the drift. The first `warmup` steps of each round are dropped (trainers still setting up).
     """
-    ratios = [statistics.median(a) / statistics.median(r) for a, r in zip(arm_rounds, reference_rounds)]
-    return {"measured": statistics.median(ratios), "per_round": ratios}
+    arm = [t for times in arm_rounds for t in times[warmup:]]
+    reference = [t for times in reference_rounds for t in times[warmup:]]
+    return paired_step_ratio(arm, reference, warmup=0)
 
 
 def emd_growth(depths, seq: int, batch: int, heads: int, repeats: int) -> list[dict]:
-    """Cost matrices (forward + backward) and POT solves for synthetic layers of each depth pair."""
+    """Cost matrices (forward + backward; attention costs from queries and keys) and POT solves for synthetic layers."""
     rows = []
     generator = torch.Generator().manual_seed(0)
     for student_layers, teacher_layers, dim in depths:
         mask = torch.ones(batch, seq)
-        hidden_s = torch.randn(student_layers, batch, seq, dim, generator=generator, requires_grad=True)
-        hidden_t = torch.randn(teacher_layers, batch, seq, dim, generator=generator)
-        scores_s = torch.randn(student_layers, batch, heads, seq, seq, generator=generator, requires_grad=True)
-        scores_t = torch.randn(teacher_layers, batch, heads, seq, seq, generator=generator)
+        width = dim // heads
+
+        def states(layers: int, *shape: int, grad: bool = False) -> torch.Tensor:
+            return torch.randn(layers, *shape, generator=generator).requires_grad_(grad)
+
+        hidden_s, hidden_t = states(student_layers, batch, seq, dim, grad=True), states(teacher_layers, batch, seq, dim)
+        qs, ks = (states(student_layers, batch, heads, seq, width, grad=True) for _ in range(2))
+        qt, kt = (states(teacher_layers, batch, heads, seq, width) for _ in range(2))
         loss = EMDLayerLoss(student_layers, teacher_layers, dim, dim)
         cost_ms, solve_ms = [], []
         for _ in range(repeats + 1):
             start = time.perf_counter()
             hidden_cost = layer_cost_matrix(hidden_s, hidden_t, mask)
-            attention_cost = layer_cost_matrix(scores_s, scores_t, None, center=False)
+            attention_cost = score_cost_matrix(qs, ks, qt, kt, mask)
             (hidden_cost.sum() + attention_cost.sum()).backward()
             middle = time.perf_counter()
             for kind, cost in (("hidden", hidden_cost), ("attention", attention_cost)):
@@ -294,8 +299,9 @@ def main() -> None:
         compared, teacher, cross_init, siamese_init, lambda m: train_for(m, opts.full_seq),
         opts.full_seq, opts.batch, opts.full_steps, opts.rounds,
     )
-    results["full_steps_ms"] = {name: statistics.median([t for r in v for t in r]) for name, v in samples.items()}
-    results["full_steps_round_ms"] = {name: [statistics.median(r) for r in v] for name, v in samples.items()}
+    results["full_steps_ms"] = {name: statistics.median([t for r in v for t in r[3:]]) for name, v in samples.items()}
+    results["full_steps_round_ms"] = {name: [statistics.median(r[3:]) for r in v] for name, v in samples.items()}
+    results["full_steps_samples_ms"] = dict(samples)  # every step, in lockstep order, per round
     for label, (arm, reference, target) in RATIOS.items():
         if arm not in samples or reference not in samples:
             continue
@@ -335,19 +341,19 @@ def table_lines(opts, results: dict) -> list[str]:
         lines.append("")
     rounds = results.get("full_steps_round_ms", {})
     lines += [
-        f"### Full `trainer.train()` steps (seq {opts.full_seq}, {opts.rounds} alternating rounds x {opts.full_steps} steps, "
-        "median ms)",
+        f"### Full `trainer.train()` steps (seq {opts.full_seq}, {opts.rounds} round(s) x {opts.full_steps} steps, all arms in "
+        "lockstep, first 3 steps of a round dropped, median ms)",
         "",
         "| arm | ms/step | per round (median) |",
         "| --- | ---: | --- |",
         *(f"| {name} | {ms:.1f} | {', '.join(f'{r:.0f}' for r in rounds.get(name, []))} |"
           for name, ms in results["full_steps_ms"].items()),
         "",
-        "Ratios: the median over rounds of the two arms' per-round median steps (paired within a round).",
+        "Ratios: the median over steps of arm step i / reference step i (one lockstep rotation apart), with quartiles.",
         "",
-        "| ratio | measured | per round | target | holds |",
-        "| --- | ---: | --- | ---: | --- |",
-        *(f"| {k} | {v['measured']:.3f} | {', '.join(f'{r:.3f}' for r in v.get('per_round', []))} | <= {v['target']:.2f} | "
+        "| ratio | measured | quartiles | steps | target | holds |",
+        "| --- | ---: | --- | ---: | ---: | --- |",
+        *(f"| {k} | {v['measured']:.3f} | {v['q1']:.3f} - {v['q3']:.3f} | {v['steps']} | <= {v['target']:.2f} | "
           f"{'yes' if v['holds'] else 'no'} |" for k, v in results["ratios"].items()),
     ]
     if results["emd_growth"]:

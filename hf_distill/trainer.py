@@ -305,7 +305,12 @@ class DistillationTrainer(Trainer):
         return None
 
     def _teacher_outputs(self, inputs: dict[str, torch.Tensor]) -> list:
-        """Teacher outputs for this batch: precomputed logits, or online forwards under inference mode."""
+        """Teacher outputs for this batch: precomputed logits, or online forwards without autograd.
+
+        `torch.no_grad`, not `inference_mode`: inference tensors cannot be saved for backward, so
+        every output a loss reads would need a copy (151 MB of queries and keys per VIRT step at
+        batch 16 and 2 x 128 tokens, ~35 ms); frozen teacher outputs under no_grad are used as they are.
+        """
         if not self.run_teachers_online:
             return [TeacherLogits(inputs[column]) for column in self.offline_columns if column in inputs]
         wants = dict(
@@ -318,9 +323,8 @@ class DistillationTrainer(Trainer):
         for k, teacher in enumerate(self.teachers):
             prefix = f"{TEACHER_PREFIX}{k}_"
             view = {key[len(prefix) :]: value for key, value in inputs.items() if key.startswith(prefix)}
-            with torch.inference_mode():
-                out = teacher(**view, **wants)
-            outputs.append(_clone_out_of_inference(out))
+            with torch.no_grad():
+                outputs.append(teacher(**view, **wants))
         return outputs
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -554,16 +558,3 @@ class DistillationTrainer(Trainer):
 def _is_peft(model: nn.Module) -> bool:
     """A PEFT model (LoRA...) with adapters that can be merged."""
     return hasattr(model, "peft_config") and hasattr(model, "merge_and_unload")
-
-
-def _clone_out_of_inference(output):
-    """Inference-mode tensors cannot be saved for backward: clone teacher outputs outside it."""
-    if isinstance(output, torch.Tensor):
-        return output.clone()
-    if isinstance(output, (tuple, list)):
-        return type(output)(_clone_out_of_inference(o) for o in output)
-    if hasattr(output, "keys"):
-        for key in list(output.keys()):
-            output[key] = _clone_out_of_inference(output[key])
-        return output
-    return output

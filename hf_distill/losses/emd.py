@@ -29,6 +29,7 @@ References:
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 
@@ -55,6 +56,7 @@ __all__ = [
     "cost_attention_update",
     "earth_movers_flow",
     "layer_cost_matrix",
+    "score_cost_matrix",
 ]
 
 COST_ATTENTION_MODES = ("softmax", "normalize")
@@ -121,6 +123,111 @@ def _layer_cost_matrix(
     a_norms, b_norms = torch.linalg.vector_norm(a, dim=1).square(), torch.linalg.vector_norm(b, dim=1).square()
     squared = a_norms.unsqueeze(1) + b_norms.unsqueeze(0) - 2.0 * (a @ b.T)
     return squared.clamp(min=0.0) / count
+
+
+def _score_factors(
+    queries: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None, heads: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L, B, H, T, d) queries and keys -> (L, B, heads, T, g * d) factors whose products are the scores.
+
+    Q K^T / sqrt(d) averaged over each group of g = H / heads heads is the product of the group's
+    queries and keys laid side by side, scaled by 1 / (g sqrt(d)); the pair mask m_t m_t'
+    factorises, so padded queries and keys are scaled by sqrt(m) (zeroed for a 0/1 mask).
+    """
+    layers, batch, total, length, width = queries.shape
+    if total % heads:
+        raise ValueError(f"cannot reduce {total} heads to {heads}: {heads} must divide {total}.")
+    group = total // heads
+
+    def side_by_side(states: torch.Tensor) -> torch.Tensor:
+        if group == 1:
+            return states
+        states = states.reshape(layers, batch, heads, group, length, width).transpose(3, 4)
+        return states.reshape(layers, batch, heads, length, group * width)
+
+    queries = side_by_side(queries) / (group * math.sqrt(width))
+    keys = side_by_side(keys)
+    if mask is not None:
+        root = mask.to(device=queries.device, dtype=queries.dtype).sqrt()[None, :, None, :, None]
+        queries, keys = queries * root, keys * root
+    return queries, keys
+
+
+def score_cost_matrix(
+    student_queries: torch.Tensor | Sequence[torch.Tensor],
+    student_keys: torch.Tensor | Sequence[torch.Tensor],
+    teacher_queries: torch.Tensor | Sequence[torch.Tensor],
+    teacher_keys: torch.Tensor | Sequence[torch.Tensor],
+    mask: torch.Tensor | None = None,
+    heads: int | None = None,
+    method: str = "auto",
+) -> torch.Tensor:
+    """(L_S, L_T) masked MSEs between the pre-softmax attention scores of every student and teacher layer.
+
+    Equals `layer_cost_matrix(reduce_heads(S), reduce_heads(S'), pair_mask(mask), center=False)` with
+    S = Q K^T / sqrt(d_head) per layer, but never builds a T x T map: with the padded queries and
+    keys zeroed, <S_i, S'_j> = sum over (example, head) of <Q_i^T Q'_j, K_i^T K'_j> (d x d' Gram
+    matrices), so the whole matrix costs O(L_S L_T B H T d d') work and B H d d' memory per layer
+    pair, instead of (L_S + L_T) score maps of B H T^2 floats and passes over all of them.
+
+    Args:
+        student_queries, student_keys: (L_S, B, H_S, T, d_S) tensors or sequences of (B, H_S, T, d_S).
+        teacher_queries, teacher_keys: (L_T, B, H_T, T, d_T) likewise.
+        mask: None or a (B, T) token mask (0/1 or soft weights), as for `pair_mask`.
+        heads: average both sides' heads down to this many (it must divide H_S and H_T); None: H_S == H_T.
+        method: "gram", "maps" (`layer_cost_matrix` on the materialised scores) or "auto".
+    """
+    if method not in ("auto", "gram", "maps"):
+        raise ValueError(f"method={method!r} is not valid; choose 'auto', 'gram' or 'maps'.")
+    with torch.autocast(device_type=_stack_layers(student_queries).device.type, enabled=False):
+        qs, ks = (_stack_layers(x).float() for x in (student_queries, student_keys))
+        device = qs.device
+        qt, kt = (_stack_layers(x).float().to(device) for x in (teacher_queries, teacher_keys))
+        if qs.shape[1:-1] != ks.shape[1:-1] or qt.shape[1:-1] != kt.shape[1:-1] or qs.shape[1] != qt.shape[1] or qs.shape[3] != qt.shape[3]:
+            raise ValueError(
+                f"student queries/keys of shapes {tuple(qs.shape)}/{tuple(ks.shape)} and teacher queries/keys of shapes "
+                f"{tuple(qt.shape)}/{tuple(kt.shape)} do not describe score maps of one shape (batch and length must match)."
+            )
+        if heads is None:
+            if qs.size(2) != qt.size(2):
+                raise ValueError(
+                    f"the student has {qs.size(2)} attention heads and the teacher {qt.size(2)}; pass heads= to reduce both."
+                )
+            heads = qs.size(2)
+        widths = [x.size(-1) * x.size(2) // heads for x in (qs, qt)]  # a head group's queries side by side
+        if method == "maps" or (method == "auto" and qs.size(3) < 4 * max(widths)):
+            student = reduce_heads(attention_scores(qs, ks), heads)
+            teacher = reduce_heads(attention_scores(qt, kt), heads)
+            return layer_cost_matrix(student, teacher, None if mask is None else pair_mask(mask), center=False)
+        qs, ks = _score_factors(qs, ks, mask, heads)
+        qt, kt = _score_factors(qt, kt, mask, heads)
+        batch, length = qs.size(1), qs.size(3)
+        if mask is None:
+            count = torch.tensor(float(batch * heads * length * length), device=device)
+        else:
+            count = (heads * mask.to(device=device, dtype=torch.float32).sum(1).square().sum()).clamp(min=1e-12)
+
+        layers_s, layers_t, width_s, width_t = qs.size(0), qt.size(0), qs.size(-1), qt.size(-1)
+        pairs = batch * heads
+
+        def rows(x: torch.Tensor) -> torch.Tensor:  # (L, B, H, T, x) -> (B H, L x, T): every layer's factor as rows
+            return x.permute(1, 2, 0, 4, 3).reshape(pairs, -1, length)
+
+        def columns(x: torch.Tensor) -> torch.Tensor:  # (L, B, H, T, y) -> (B H, T, L y)
+            return x.permute(1, 2, 3, 0, 4).reshape(pairs, length, -1)
+
+        def own_norms(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:  # ||Q K^T||_F^2 per layer = <Q^T Q, K^T K>
+            layers, width = q.size(0), q.size(-1)
+            q, k = q.reshape(-1, length, width), k.reshape(-1, length, width)
+            grams = torch.bmm(q.transpose(1, 2), q) * torch.bmm(k.transpose(1, 2), k)
+            return grams.view(layers, -1).sum(1)
+
+        # every (student layer, teacher layer) Gram block in one product per factor
+        cross = torch.bmm(rows(qs), columns(qt)) * torch.bmm(rows(ks), columns(kt))
+        cross = cross.view(pairs, layers_s, width_s, layers_t, width_t).sum((0, 2, 4))
+        student_norms, teacher_norms = own_norms(qs, ks), own_norms(qt, kt)
+        squared = student_norms[:, None] + teacher_norms[None, :] - 2.0 * cross
+        return squared.clamp(min=0.0) / count
 
 
 def _as_float64_numpy(values, name: str) -> np.ndarray:
@@ -313,9 +420,8 @@ class EMDLayerLoss(nn.Module):
                 )
         self._check_layers(len(states["student"][0]), self.num_student_layers, "student", "attention layers")
         self._check_layers(len(states["teacher"][0]), self.num_teacher_layers, "teacher", "attention layers")
-        student = attention_scores(torch.stack(list(states["student"][0])), torch.stack(list(states["student"][1])))
-        teacher = attention_scores(torch.stack(list(states["teacher"][0])), torch.stack(list(states["teacher"][1]))).detach()
-        student_heads, teacher_heads = student.size(-3), teacher.size(-3)
+        student_heads, teacher_heads = states["student"][0][0].size(1), states["teacher"][0][0].size(1)
+        heads = None
         if student_heads != teacher_heads:
             if self.head_reduction is None:
                 raise ValueError(
@@ -323,9 +429,8 @@ class EMDLayerLoss(nn.Module):
                     "they must match, or pass head_reduction='mean' to average both down to a common count."
                 )
             heads = int(np.gcd(student_heads, teacher_heads))
-            student, teacher = reduce_heads(student, heads), reduce_heads(teacher, heads)
-        # scores have no large part common to all layers: skip centering (a pass over L_T x B x H x T x T)
-        return layer_cost_matrix(student, teacher, None if mask is None else pair_mask(mask), center=False)
+        teacher_queries, teacher_keys = ([state.detach() for state in side] for side in states["teacher"])
+        return score_cost_matrix(*states["student"], teacher_queries, teacher_keys, mask, heads=heads)
 
     # ------------------------------------------------------------------ forward
     def forward(self, student_out, teacher_outs: Sequence, batch: dict) -> dict[str, torch.Tensor]:

@@ -8,8 +8,8 @@ import pytest
 import torch
 from scipy.optimize import linprog
 
-from hf_distill.losses.emd import EMDLayerLoss, cost_attention_update, earth_movers_flow, layer_cost_matrix
-from hf_distill.losses.layers import masked_mse, pair_mask
+from hf_distill.losses.emd import EMDLayerLoss, cost_attention_update, earth_movers_flow, layer_cost_matrix, score_cost_matrix
+from hf_distill.losses.layers import attention_scores, masked_mse, pair_mask, reduce_heads
 
 
 def lengths_mask(lengths, width):
@@ -62,6 +62,50 @@ def test_cost_matrix_equals_naive_double_loop_for_attention_scores():
     naive = torch.tensor([[masked_mse(s, te, mask).item() for te in teacher] for s in student])
     for center in (True, False):
         torch.testing.assert_close(layer_cost_matrix(student, teacher, mask, center=center), naive, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["gram", "maps", "auto"])
+@pytest.mark.parametrize(
+    "student_heads, teacher_heads, heads, mask",
+    [
+        (3, 3, None, None),
+        (3, 3, None, [[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]]),
+        (4, 2, 2, [[1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0]]),
+        (2, 2, None, [[1.0, 0.5, 0.25, 0.0, 1.0, 0.0], [1, 1, 1, 1, 1, 1]]),  # soft token weights
+    ],
+)
+def test_score_cost_matrix_equals_the_naive_loop_over_materialised_scores(method, student_heads, teacher_heads, heads, mask):
+    """D_ij from queries and keys (Gram matrices, or the maps) = masked MSE of the explicit score maps, with gradients."""
+    generator = torch.Generator().manual_seed(student_heads * 10 + teacher_heads)
+    batch, length = 2, 6
+    qs = torch.randn(2, batch, student_heads, length, 3, generator=generator, dtype=torch.float64).requires_grad_()
+    ks = torch.randn(2, batch, student_heads, length, 3, generator=generator, dtype=torch.float64).requires_grad_()
+    qt = torch.randn(3, batch, teacher_heads, length, 5, generator=generator, dtype=torch.float64)
+    kt = torch.randn(3, batch, teacher_heads, length, 5, generator=generator, dtype=torch.float64)
+    mask = None if mask is None else torch.tensor(mask, dtype=torch.float32)
+    common = heads or student_heads
+    student_maps = [reduce_heads(attention_scores(qs[i], ks[i]), common) for i in range(2)]
+    teacher_maps = [reduce_heads(attention_scores(qt[j], kt[j]), common) for j in range(3)]
+    weights = None if mask is None else pair_mask(mask)
+    naive = torch.stack([torch.stack([masked_mse(s, t, weights) for t in teacher_maps]) for s in student_maps])
+    cost = score_cost_matrix(qs, ks, list(qt), list(kt), mask, heads=heads, method=method)
+    torch.testing.assert_close(cost, naive, rtol=1e-4, atol=1e-5)
+    probe = torch.arange(1.0, 7.0, dtype=torch.float32).view(2, 3)
+    expected = torch.autograd.grad((naive * probe).sum(), (qs, ks))
+    for got, want in zip(torch.autograd.grad((cost * probe).sum(), (qs, ks)), expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_score_cost_matrix_rejects_bad_input():
+    q = torch.randn(1, 2, 4, 6, 3)
+    with pytest.raises(ValueError, match="method='fast' is not valid"):
+        score_cost_matrix(q, q, q, q, method="fast")
+    with pytest.raises(ValueError, match="4 attention heads and the teacher 2"):
+        score_cost_matrix(q, q, q[:, :, :2], q[:, :, :2])
+    with pytest.raises(ValueError, match="cannot reduce 4 heads to 3"):
+        score_cost_matrix(q, q, q, q, heads=3, method="gram")
+    with pytest.raises(ValueError, match="batch and length must match"):
+        score_cost_matrix(q, q, q[:, :, :, :5], q[:, :, :, :5])
 
 
 def test_cost_matrix_is_accurate_for_large_common_offsets():
