@@ -8,5 +8,5 @@ cd "$(dirname "$0")"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 python inference_speed.py --teachers minilm mpnet --ks 2 3 4 --batch_sizes 32 64 --seq_lens 64 128 256 --batches 3
 python similarity_search.py --ns 1000 10000 --pair_sample 2048 --student_layers 2
-python step_breakdown.py --seq_lens 64 128 256 --steps 8 --full_seq 128 --full_steps 20 --rounds 3
+python step_breakdown.py --seq_lens 64 128 256 --steps 6 --full_seq 128 --full_steps 50 --rounds 1
 python step_time.py --steps 30 --rounds 3

@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import copy
 import dataclasses
+import json
 import shlex
 import statistics
 import sys
@@ -37,12 +38,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
-from common import load_task, minilm_dir, timing_arguments, write_results
+from common import RESULTS, load_task, minilm_dir, timing_arguments, write_results
 from lockstep import paired_step_ratio, train_in_lockstep
 
 import hf_distill.losses.emd as emd_module
 from hf_distill import CrossEncoderModel, SiameseModel
-from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow, layer_cost_matrix, score_cost_matrix
+from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow, layer_cost_matrix, score_cost_matrix, score_cost_method
 from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
 
@@ -232,21 +233,22 @@ def emd_growth(depths, seq: int, batch: int, heads: int, repeats: int) -> list[d
         qs, ks = (states(student_layers, batch, heads, seq, width, grad=True) for _ in range(2))
         qt, kt = (states(teacher_layers, batch, heads, seq, width) for _ in range(2))
         loss = EMDLayerLoss(student_layers, teacher_layers, dim, dim)
-        cost_ms, solve_ms = [], []
+        timings: dict[str, list[float]] = defaultdict(list)
         for _ in range(repeats + 1):
+            for method in ("gram", "maps"):  # the attention costs from Gram matrices, and from materialised score maps
+                start = time.perf_counter()
+                hidden_cost = layer_cost_matrix(hidden_s, hidden_t, mask)
+                attention_cost = score_cost_matrix(qs, ks, qt, kt, mask, method=method)
+                (hidden_cost.sum() + attention_cost.sum()).backward()
+                timings[method].append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
-            hidden_cost = layer_cost_matrix(hidden_s, hidden_t, mask)
-            attention_cost = score_cost_matrix(qs, ks, qt, kt, mask)
-            (hidden_cost.sum() + attention_cost.sum()).backward()
-            middle = time.perf_counter()
             for kind, cost in (("hidden", hidden_cost), ("attention", attention_cost)):
                 earth_movers_flow(*loss.masses(kind), cost)
-            end = time.perf_counter()
-            cost_ms.append((middle - start) * 1000)
-            solve_ms.append((end - middle) * 1000)
+            timings["solve"].append((time.perf_counter() - start) * 1000)
         rows.append(dict(
             student_layers=student_layers, teacher_layers=teacher_layers, hidden=dim, seq=seq, batch=batch, heads=heads,
-            cost_ms=statistics.median(cost_ms[1:]), solve_ms=statistics.median(solve_ms[1:]),
+            cost_ms=statistics.median(timings["gram"][1:]), maps_cost_ms=statistics.median(timings["maps"][1:]),
+            solve_ms=statistics.median(timings["solve"][1:]),
         ))
     return rows
 
@@ -261,10 +263,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--student_layers", type=int, default=2)
     parser.add_argument("--methods", nargs="+", default=None, help="only the methods whose name contains one of these")
-    parser.add_argument("--skip_full", action="store_true", help="breakdown only (no full-step comparison, no EMD growth)")
-    parser.add_argument("--skip_breakdown", action="store_true", help="full-step comparison only (no breakdown, no EMD growth)")
+    parser.add_argument("--skip_breakdown", action="store_true", help="no part 1 (breakdown)")
+    parser.add_argument("--skip_full", action="store_true", help="no part 2 (full-step comparison)")
+    parser.add_argument("--skip_growth", action="store_true", help="no part 3 (EMD cost growth)")
+    parser.add_argument("--growth_seq_lens", nargs="+", type=int, default=[64, 128, 256], help="part 3: sequence lengths")
     parser.add_argument("--name", default="step_breakdown")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
     opts = parser.parse_args()
+    if opts.render:  # derived columns (e.g. which way `score_cost_matrix` picks) follow the current code
+        saved = json.loads((RESULTS / f"{opts.name}.json").read_text())
+        vars(opts).update({k: v for k, v in saved["settings"].items() if k not in ("render", "name")})
+        for row in saved.get("emd_growth", []):
+            row.pop("auto", None)
+        write_results(opts.name, saved, "\n".join(table_lines(opts, saved)), saved["command"])
+        return
     command = "python benchmarks/step_breakdown.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.manual_seed(0)
 
@@ -291,29 +303,25 @@ def main() -> None:
             results["breakdown"].setdefault(method.name, {})[seq] = breakdown(trainer, opts.steps)
             print(f"[breakdown seq {seq}] {method.name}: {results['breakdown'][method.name][seq]}", flush=True)
 
-    if opts.skip_full:
-        write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
-        return
-    compared = [m for m in methods if m.name in {n for pair in RATIOS.values() for n in pair[:2]}]
-    samples = full_steps(
-        compared, teacher, cross_init, siamese_init, lambda m: train_for(m, opts.full_seq),
-        opts.full_seq, opts.batch, opts.full_steps, opts.rounds,
-    )
-    results["full_steps_ms"] = {name: statistics.median([t for r in v for t in r[3:]]) for name, v in samples.items()}
-    results["full_steps_round_ms"] = {name: [statistics.median(r[3:]) for r in v] for name, v in samples.items()}
-    results["full_steps_samples_ms"] = dict(samples)  # every step, in lockstep order, per round
-    for label, (arm, reference, target) in RATIOS.items():
-        if arm not in samples or reference not in samples:
-            continue
-        ratio = paired_ratio(samples[arm], samples[reference])
-        results["ratios"][label] = {**ratio, "target": target, "holds": ratio["measured"] <= target}
-    if opts.skip_breakdown:
-        write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
-        return
+    if not opts.skip_full:
+        compared = [m for m in methods if m.name in {n for pair in RATIOS.values() for n in pair[:2]}]
+        samples = full_steps(
+            compared, teacher, cross_init, siamese_init, lambda m: train_for(m, opts.full_seq),
+            opts.full_seq, opts.batch, opts.full_steps, opts.rounds,
+        )
+        results["full_steps_ms"] = {name: statistics.median([t for r in v for t in r[3:]]) for name, v in samples.items()}
+        results["full_steps_round_ms"] = {name: [statistics.median(r[3:]) for r in v] for name, v in samples.items()}
+        results["full_steps_samples_ms"] = dict(samples)  # every step, in lockstep order, per round
+        for label, (arm, reference, target) in RATIOS.items():
+            if arm not in samples or reference not in samples:
+                continue
+            ratio = paired_ratio(samples[arm], samples[reference])
+            results["ratios"][label] = {**ratio, "target": target, "holds": ratio["measured"] <= target}
 
-    depths = [(2, 6, 384), (3, 6, 384), (4, 6, 384), (6, 6, 384), (4, 12, 768), (6, 12, 768)]
-    for seq in opts.seq_lens[:2]:
-        results["emd_growth"] += emd_growth(depths, seq, opts.batch, 12, repeats=3)
+    if not opts.skip_growth:
+        depths = [(2, 6, 384), (3, 6, 384), (4, 6, 384), (6, 6, 384), (4, 12, 768), (6, 12, 768)]
+        for seq in opts.growth_seq_lens:
+            results["emd_growth"] += emd_growth(depths, seq, opts.batch, 12, repeats=3)
     write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
 
 
@@ -339,32 +347,35 @@ def table_lines(opts, results: dict) -> list[str]:
             lines.append(f"| {part} | " + " | ".join(cells) + " |")
         lines.append("| step | " + " | ".join(f"{by_seq[s]['step (sum)']:.1f}" for s in seqs) + " |")
         lines.append("")
-    rounds = results.get("full_steps_round_ms", {})
-    lines += [
-        f"### Full `trainer.train()` steps (seq {opts.full_seq}, {opts.rounds} round(s) x {opts.full_steps} steps, all arms in "
-        "lockstep, first 3 steps of a round dropped, median ms)",
-        "",
-        "| arm | ms/step | per round (median) |",
-        "| --- | ---: | --- |",
-        *(f"| {name} | {ms:.1f} | {', '.join(f'{r:.0f}' for r in rounds.get(name, []))} |"
-          for name, ms in results["full_steps_ms"].items()),
-        "",
-        "Ratios: the median over steps of arm step i / reference step i (one lockstep rotation apart), with quartiles.",
-        "",
-        "| ratio | measured | quartiles | steps | target | holds |",
-        "| --- | ---: | --- | ---: | ---: | --- |",
-        *(f"| {k} | {v['measured']:.3f} | {v['q1']:.3f} - {v['q3']:.3f} | {v['steps']} | <= {v['target']:.2f} | "
-          f"{'yes' if v['holds'] else 'no'} |" for k, v in results["ratios"].items()),
-    ]
+    if results["full_steps_ms"]:
+        rounds = results.get("full_steps_round_ms", {})
+        lines += [
+            f"### Full `trainer.train()` steps (seq {opts.full_seq}, {opts.rounds} round(s) x {opts.full_steps} steps, all arms in "
+            "lockstep, first 3 steps of a round dropped, median ms)",
+            "",
+            "| arm | ms/step | per round (median) |",
+            "| --- | ---: | --- |",
+            *(f"| {name} | {ms:.1f} | {', '.join(f'{r:.0f}' for r in rounds.get(name, []))} |"
+              for name, ms in results["full_steps_ms"].items()),
+            "",
+            "Ratios: the median over steps of arm step i / reference step i (one lockstep rotation apart), with quartiles.",
+            "",
+            "| ratio | measured | quartiles | steps | target | holds |",
+            "| --- | ---: | --- | ---: | ---: | --- |",
+            *(f"| {k} | {v['measured']:.3f} | {v['q1']:.3f} - {v['q3']:.3f} | {v['steps']} | <= {v['target']:.2f} | "
+              f"{'yes' if v['holds'] else 'no'} |" for k, v in results["ratios"].items()),
+        ]
     if results["emd_growth"]:
         lines += [
             "",
             "### EMD cost matrices and flow solves by depth (synthetic layers, 12 heads, median ms)",
             "",
-            "| L_S x L_T | hidden | seq | batch | cost matrices fwd+bwd | 2 POT solves |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
+            "| L_S x L_T | hidden | seq | batch | cost matrices fwd+bwd, Gram | same, score maps | maps / Gram | auto picks | 2 POT solves |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
             *(f"| {r['student_layers']} x {r['teacher_layers']} | {r['hidden']} | {r['seq']} | {r['batch']} | "
-              f"{r['cost_ms']:.1f} | {r['solve_ms']:.2f} |" for r in results["emd_growth"]),
+              f"{r['cost_ms']:.1f} | {r['maps_cost_ms']:.1f} | {r['maps_cost_ms'] / r['cost_ms']:.2f} | "
+              f"{score_cost_method(r['student_layers'], r['teacher_layers'], r['seq'], r['hidden'] // r['heads'])} | "
+              f"{r['solve_ms']:.2f} |" for r in results["emd_growth"]),
         ]
     return lines
 

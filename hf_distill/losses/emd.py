@@ -42,11 +42,8 @@ from torch import nn
 from .layers import (
     _attention_mask,
     _broadcast_mask,
-    attention_scores,
     make_projection,
-    pair_mask,
     query_key_states,
-    reduce_heads,
     trailing_mask,
 )
 
@@ -57,6 +54,7 @@ __all__ = [
     "earth_movers_flow",
     "layer_cost_matrix",
     "score_cost_matrix",
+    "score_cost_method",
 ]
 
 COST_ATTENTION_MODES = ("softmax", "normalize")
@@ -153,6 +151,16 @@ def _score_factors(
     return queries, keys
 
 
+def score_cost_method(student_layers: int, teacher_layers: int, length: int, width: int) -> str:
+    """"gram" or "maps": the cheaper way for `score_cost_matrix` to build L_S x L_T attention costs.
+
+    Gram matrices cost ~L_S L_T T d^2, the maps ~(L_S + L_T) T^2 d plus passes over them; the
+    factor 1.5 is fitted to `benchmarks/step_breakdown.py` part 3 (2-6 x 6 layers at d 32 and
+    4-6 x 12 at d 64, T 64-256: the pick is the faster way in 17 of its 18 rows, 3% off in the other).
+    """
+    return "gram" if length >= 1.5 * width * student_layers * teacher_layers / (student_layers + teacher_layers) else "maps"
+
+
 def score_cost_matrix(
     student_queries: torch.Tensor | Sequence[torch.Tensor],
     student_keys: torch.Tensor | Sequence[torch.Tensor],
@@ -165,17 +173,21 @@ def score_cost_matrix(
     """(L_S, L_T) masked MSEs between the pre-softmax attention scores of every student and teacher layer.
 
     Equals `layer_cost_matrix(reduce_heads(S), reduce_heads(S'), pair_mask(mask), center=False)` with
-    S = Q K^T / sqrt(d_head) per layer, but never builds a T x T map: with the padded queries and
-    keys zeroed, <S_i, S'_j> = sum over (example, head) of <Q_i^T Q'_j, K_i^T K'_j> (d x d' Gram
-    matrices), so the whole matrix costs O(L_S L_T B H T d d') work and B H d d' memory per layer
-    pair, instead of (L_S + L_T) score maps of B H T^2 floats and passes over all of them.
+    S = Q K^T / sqrt(d_head) per layer. The pair mask factorises, so the padded queries and keys are
+    zeroed first and no pass over the maps ever masks them. Then either ("gram") no T x T map is
+    built at all: <S_i, S'_j> = sum over (example, head) of <Q_i^T Q'_j, K_i^T K'_j> (d x d' Gram
+    matrices), O(L_S L_T B H T d d') work and B H d d' memory per layer pair; or ("maps") the
+    L_S + L_T maps are built and every pair's dot product is one matrix product. Gram matrices cost
+    ~L_S L_T T d^2 and the maps ~(L_S + L_T) T^2 d, so "auto" picks Gram when
+    T >= 1.5 d L_S L_T / (L_S + L_T) (`score_cost_method`; fitted to both ways timed side by side
+    in `benchmarks/step_breakdown.py`, part 3).
 
     Args:
         student_queries, student_keys: (L_S, B, H_S, T, d_S) tensors or sequences of (B, H_S, T, d_S).
         teacher_queries, teacher_keys: (L_T, B, H_T, T, d_T) likewise.
         mask: None or a (B, T) token mask (0/1 or soft weights), as for `pair_mask`.
         heads: average both sides' heads down to this many (it must divide H_S and H_T); None: H_S == H_T.
-        method: "gram", "maps" (`layer_cost_matrix` on the materialised scores) or "auto".
+        method: "gram", "maps" or "auto".
     """
     if method not in ("auto", "gram", "maps"):
         raise ValueError(f"method={method!r} is not valid; choose 'auto', 'gram' or 'maps'.")
@@ -195,10 +207,10 @@ def score_cost_matrix(
                 )
             heads = qs.size(2)
         widths = [x.size(-1) * x.size(2) // heads for x in (qs, qt)]  # a head group's queries side by side
-        if method == "maps" or (method == "auto" and qs.size(3) < 4 * max(widths)):
-            student = reduce_heads(attention_scores(qs, ks), heads)
-            teacher = reduce_heads(attention_scores(qt, kt), heads)
-            return layer_cost_matrix(student, teacher, None if mask is None else pair_mask(mask), center=False)
+        if method == "auto":
+            method = score_cost_method(qs.size(0), qt.size(0), qs.size(3), max(widths))
+        use_maps = method == "maps"
+        # padded queries and keys zeroed: the maps are zero off the real (query, key) pairs, no mask pass needed
         qs, ks = _score_factors(qs, ks, mask, heads)
         qt, kt = _score_factors(qt, kt, mask, heads)
         batch, length = qs.size(1), qs.size(3)
@@ -206,6 +218,12 @@ def score_cost_matrix(
             count = torch.tensor(float(batch * heads * length * length), device=device)
         else:
             count = (heads * mask.to(device=device, dtype=torch.float32).sum(1).square().sum()).clamp(min=1e-12)
+        if use_maps:
+            a, b = (q @ k.transpose(-1, -2) for q, k in ((qs, ks), (qt, kt)))
+            a, b = a.flatten(1), b.flatten(1)
+            a_norms, b_norms = torch.linalg.vector_norm(a, dim=1).square(), torch.linalg.vector_norm(b, dim=1).square()
+            squared = a_norms[:, None] + b_norms[None, :] - 2.0 * (a @ b.T)
+            return squared.clamp(min=0.0) / count
 
         layers_s, layers_t, width_s, width_t = qs.size(0), qt.size(0), qs.size(-1), qt.size(-1)
         pairs = batch * heads

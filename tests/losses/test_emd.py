@@ -8,7 +8,14 @@ import pytest
 import torch
 from scipy.optimize import linprog
 
-from hf_distill.losses.emd import EMDLayerLoss, cost_attention_update, earth_movers_flow, layer_cost_matrix, score_cost_matrix
+from hf_distill.losses.emd import (
+    EMDLayerLoss,
+    cost_attention_update,
+    earth_movers_flow,
+    layer_cost_matrix,
+    score_cost_matrix,
+    score_cost_method,
+)
 from hf_distill.losses.layers import attention_scores, masked_mse, pair_mask, reduce_heads
 
 
@@ -94,6 +101,16 @@ def test_score_cost_matrix_equals_the_naive_loop_over_materialised_scores(method
     expected = torch.autograd.grad((naive * probe).sum(), (qs, ks))
     for got, want in zip(torch.autograd.grad((cost * probe).sum(), (qs, ks)), expected):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "layers, length, width, expected",
+    [((2, 6), 64, 32, "maps"), ((2, 6), 128, 32, "gram"), ((6, 6), 128, 32, "maps"), ((6, 6), 256, 32, "gram"),
+     ((6, 12), 256, 64, "maps"), ((6, 12), 512, 64, "gram")],
+)
+def test_score_cost_method_picks_gram_for_long_sequences_and_maps_for_wide_heads(layers, length, width, expected):
+    """T >= 1.5 d L_S L_T / (L_S + L_T): 2 x 6 layers at d 32 switch between T 64 and 128."""
+    assert score_cost_method(*layers, length, width) == expected
 
 
 def test_score_cost_matrix_rejects_bad_input():
