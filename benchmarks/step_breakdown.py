@@ -325,6 +325,35 @@ def main() -> None:
     write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
 
 
+def summary_lines(breakdown: dict) -> list[str]:
+    """One row per method and length: the step's ms and each group of parts as a share of it."""
+    groups = {
+        "teacher fwd": lambda p: p == "teacher forward",
+        "student fwd": lambda p: p == "student forward",
+        "backward": lambda p: p == "backward",
+        "loss terms": lambda p: p.startswith("loss: "),
+        "collate": lambda p: p == "data (collate)",
+        "optimizer": lambda p: p == "optimizer",
+        "EMD solve + update": lambda p: "EMD flow solve" in p or p == "cost-attention update",
+        "capture": lambda p: p.strip().startswith("capture cost"),
+    }
+    lines = ["### Shares of the step", "", "| method | seq | step ms | " + " | ".join(groups) + " |",
+             "| --- | ---: | ---: |" + " ---: |" * len(groups)]
+    seqs = sorted({int(seq) for by_seq in breakdown.values() for seq in by_seq})
+    for seq in seqs:
+        for method, by_seq in breakdown.items():
+            parts = by_seq.get(str(seq), by_seq.get(seq))
+            if parts is None:
+                continue
+            total = parts["step (sum)"]
+            cells = []
+            for keep in groups.values():
+                chosen = [v for k, v in parts.items() if keep(k)]
+                cells.append(f"{100 * sum(chosen) / total:.0f}%" if chosen else "–")
+            lines.append(f"| {method} | {seq} | {total:.0f} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def table_lines(opts, results: dict) -> list[str]:
     lines = [
         f"MiniLM-L6 teacher (6 layers, eager attention); cross-encoder students keep {opts.student_layers} of its layers; "
@@ -333,6 +362,7 @@ def table_lines(opts, results: dict) -> list[str]:
         "",
     ]
     if results["breakdown"]:
+        lines += summary_lines(results["breakdown"])
         lines += ["### Breakdown (ms per step, share of the step in brackets)", ""]
     for method, by_seq in results["breakdown"].items():
         seqs = list(by_seq)
