@@ -35,7 +35,7 @@ from torch import nn
 
 from ..alignment import ALIGNMENT_KEYS, ALIGNMENT_PREFIX
 from ..mapping import LayerMapping, get_mapping
-from ..modeling.virt_interaction import virtual_attention
+from ..modeling.virt_interaction import key_mask_bias, virtual_attention
 from .layers import query_key_states
 
 __all__ = [
@@ -228,11 +228,8 @@ def virtual_attention_squared_error(
         return None if states is None else states.to(device=device, dtype=dtype).reshape(-1, *states.shape[-2:])
 
     with torch.autocast(device_type=device.type, enabled=False):
-        batch, heads, _, width = queries.shape
-        columns = keys.size(-2)
-        keep = key_mask.to(device).bool()
-        bias = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, torch.finfo(dtype).min)
-        bias = bias[:, None, None, :].expand(batch, heads, 1, columns).reshape(batch * heads, 1, columns)
+        _, heads, _, width = queries.shape
+        bias = key_mask_bias(key_mask, heads, dtype, device)
         target_scale = 1.0 / math.sqrt(target_queries.size(-1)) if target_queries is not None else 1.0
         return _VirtualAttentionSquaredError.apply(
             flat(queries), flat(keys), bias, flat(target), flat(target_queries), flat(target_keys),

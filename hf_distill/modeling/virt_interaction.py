@@ -28,7 +28,19 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["VirtInteraction", "cross_attend", "virtual_attention"]
+__all__ = ["VirtInteraction", "cross_attend", "key_mask_bias", "virtual_attention"]
+
+
+def key_mask_bias(key_mask: torch.Tensor, heads: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """(B, M) key mask -> (B * heads, 1, M) additive bias: 0 on kept keys, the dtype's minimum on masked ones.
+
+    Added to Q K^T inside the matmul (`torch.baddbmm`), it masks in the same pass that computes the
+    scores instead of two more passes over them.
+    """
+    keep = key_mask.to(device=device).bool()
+    bias = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, torch.finfo(dtype).min)
+    columns = keep.size(-1)
+    return bias[:, None, None, :].expand(keep.size(0), heads, 1, columns).reshape(-1, 1, columns)
 
 
 def virtual_attention(queries: torch.Tensor, keys: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -52,10 +64,7 @@ def virtual_attention(queries: torch.Tensor, keys: torch.Tensor, key_mask: torch
         if key_mask is None:
             scores = torch.baddbmm(flat_queries.new_zeros(()), flat_queries, flat_keys, beta=0.0, alpha=scale)
         else:
-            # the mask as an additive bias fused into the matmul (one pass over the scores instead of three)
-            keep = key_mask.to(device=queries.device).bool()
-            bias = torch.zeros(keep.shape, dtype=queries.dtype, device=queries.device).masked_fill(~keep, torch.finfo(queries.dtype).min)
-            bias = bias[:, None, None, :].expand(*lead, 1, columns).reshape(-1, 1, columns)
+            bias = key_mask_bias(key_mask, lead[-1] if len(lead) > 1 else 1, queries.dtype, queries.device)
             scores = torch.baddbmm(bias, flat_queries, flat_keys, alpha=scale)
         return scores.view(*lead, rows, columns).softmax(dim=-1)
 
