@@ -110,15 +110,15 @@ def main() -> None:
                 task_results["arms"].setdefault(arm, []).append(run)
                 print(f"[{task}] {arm} seed {seed}: {metrics} ({seconds:.0f}s) terms {run['terms']}", flush=True)
                 if arm.startswith("EMD"):
-                    keep_plots(trainer, task, arm)
+                    keep_plots(trainer, opts.name, task, arm)
                 write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
 
 
-def keep_plots(trainer: DistillationTrainer, task: str, arm: str) -> None:
-    """Copy the EMD run's flow heatmap and weight trajectories next to the results."""
+def keep_plots(trainer: DistillationTrainer, name: str, task: str, arm: str) -> None:
+    """Copy the EMD run's flow heatmap and weight trajectories next to the results (NAME_TASK[_ARM]_*.png)."""
     suffix = "" if arm == "EMD" else "_" + arm.split()[-1]
     for png in Path(trainer.args.output_dir).glob("*.png"):
-        shutil.copy(png, RESULTS / f"emd_glue_{task}{suffix}_{png.name}")
+        shutil.copy(png, RESULTS / f"{name}_{task}{suffix}_{png.name}")
 
 
 def table_lines(opts, results: dict) -> list[str]:
