@@ -106,6 +106,23 @@ def test_offline_and_online_teachers_give_the_same_loss(tmp_path, teacher):
     assert loss_offline.item() == pytest.approx(loss_online.item(), rel=1e-5)
 
 
+def test_online_teacher_outputs_carry_no_graph_and_the_teacher_gets_no_gradient(tmp_path, teacher):
+    """Teachers run under no_grad: their outputs (queries/keys included) are plain tensors without grad_fn,
+    usable by the losses without copies, and a training step leaves every teacher parameter without .grad."""
+    data = pair_dataset(8)
+    student = student_of(teacher)
+    trainer = DistillationTrainer(
+        model=student, args=make_args(tmp_path, attention_weight=1.0, hidden_weight=1.0), teachers=teacher, train_dataset=data
+    )
+    inputs = trainer.data_collator([data[i] for i in range(8)])
+    (output,) = trainer._teacher_outputs(inputs)
+    for tensor in [output.logits, *output.hidden_states, *output.query_states, *output.key_states]:
+        assert not tensor.requires_grad and tensor.grad_fn is None and not tensor.is_inference()
+    trainer.compute_loss(student, inputs).backward()
+    assert all(p.grad is None for p in teacher.parameters())
+    assert any(p.grad is not None for p in student.parameters())
+
+
 def test_siamese_student_with_teachers_of_another_tokenizer(tmp_path, tiny_tokenizer, teacher):
     """Logit distillation mixes tokenizers: each teacher reads its own joint view."""
     from transformers import BertTokenizerFast
