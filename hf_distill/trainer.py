@@ -309,7 +309,7 @@ class DistillationTrainer(Trainer):
 
         `torch.no_grad`, not `inference_mode`: inference tensors cannot be saved for backward, so
         every output a loss reads would need a copy (151 MB of queries and keys per VIRT step at
-        batch 16 and 2 x 128 tokens, ~35 ms); frozen teacher outputs under no_grad are used as they are.
+        batch 16 and 2 x 128 tokens); frozen teacher outputs under no_grad are used as they are.
         """
         if not self.run_teachers_online:
             return [TeacherLogits(inputs[column]) for column in self.offline_columns if column in inputs]

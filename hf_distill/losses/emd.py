@@ -117,10 +117,16 @@ def _layer_cost_matrix(
     if center:
         reference = b.detach().mean(0, keepdim=True)
         a, b = a - reference, b - reference
-    # squared norms through vector_norm: no N-sized temporary, and a zero gradient at a zero row
+    return _pairwise_squared_distances(a, b) / count
+
+
+def _pairwise_squared_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """||a_i - b_j||^2 for rows a (L_S, N) and b (L_T, N), as ||a_i||^2 + ||b_j||^2 - 2 a_i . b_j (one product).
+
+    Squared norms through vector_norm: no N-sized temporary, and a zero gradient at a zero row.
+    """
     a_norms, b_norms = torch.linalg.vector_norm(a, dim=1).square(), torch.linalg.vector_norm(b, dim=1).square()
-    squared = a_norms.unsqueeze(1) + b_norms.unsqueeze(0) - 2.0 * (a @ b.T)
-    return squared.clamp(min=0.0) / count
+    return (a_norms.unsqueeze(1) + b_norms.unsqueeze(0) - 2.0 * (a @ b.T)).clamp(min=0.0)
 
 
 def _score_factors(
@@ -219,11 +225,8 @@ def score_cost_matrix(
         else:
             count = (heads * mask.to(device=device, dtype=torch.float32).sum(1).square().sum()).clamp(min=1e-12)
         if use_maps:
-            a, b = (q @ k.transpose(-1, -2) for q, k in ((qs, ks), (qt, kt)))
-            a, b = a.flatten(1), b.flatten(1)
-            a_norms, b_norms = torch.linalg.vector_norm(a, dim=1).square(), torch.linalg.vector_norm(b, dim=1).square()
-            squared = a_norms[:, None] + b_norms[None, :] - 2.0 * (a @ b.T)
-            return squared.clamp(min=0.0) / count
+            a, b = ((q @ k.transpose(-1, -2)).flatten(1) for q, k in ((qs, ks), (qt, kt)))
+            return _pairwise_squared_distances(a, b) / count
 
         layers_s, layers_t, width_s, width_t = qs.size(0), qt.size(0), qs.size(-1), qt.size(-1)
         pairs = batch * heads
