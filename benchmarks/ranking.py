@@ -8,7 +8,8 @@ an unseen query set (zero-shot re-ranking). Reported:
 
 - references: BM25 (the first-stage order) on DL19, and the zero-shot MiniLM bi-encoder
   (all-MiniLM-L6-v2, cosine) on WikiQA test and DL19;
-- the 6-layer MiniLM cross-encoder teacher (fine-tuned once, cached in .cache/teachers);
+- the 6-layer MiniLM cross-encoder teacher (fine-tuned once, cached in .cache/teachers), on the labels
+  or (`--teacher_targets bi-encoder`) on the labels plus the bi-encoder's scores of the same pairs;
 - k-layer students (the teacher's first k layers, embeddings and head: the Simplified TinyBERT
   initialisation, the same for every arm), same epochs / lr / batch / seeds, differing only in the loss:
   no KD (hard CE), KD (hard + soft at temperature T, teacher logits precomputed once),
@@ -27,11 +28,15 @@ import argparse
 import copy
 import json
 import shlex
+import shutil
 import sys
 import time
 
+import numpy as np
 from common import CACHE, DATA, RESULTS, last_terms, mean_std, minilm_dir, run_arguments, start_results, write_results
 from datasets import concatenate_datasets
+
+from transformers.trainer_utils import get_last_checkpoint
 
 from hf_distill import CrossEncoderModel, SiameseModel
 from hf_distill.ranking import RankingData, RankingEvaluator, load_qa_pairs, load_trec_run
@@ -60,23 +65,46 @@ def training_args(output_dir: str, epochs: float, lr: float, seed: int, max_leng
     return run_arguments(output_dir, epochs, lr, seed, TEXT_COLUMNS, "label", max_length=max_length, **extra)
 
 
-def load_data(train_sets: list[str]) -> tuple[object, dict[str, RankingData]]:
-    """The pointwise training pairs and the evaluation collections."""
+def load_data(train_sets: list[str]) -> tuple[object, dict[str, RankingData], list[tuple[RankingData, int | None]]]:
+    """The pointwise training pairs, the evaluation collections, and the training collections they came from
+    (each with the relevance threshold that makes its labels binary)."""
     wikiqa, trec = DATA / "wikiqa", DATA / "msmarco_trec_dl"
     if not wikiqa.exists() or not trec.exists():
         sys.exit(f"{wikiqa} or {trec} not found: the real datasets live in ../shared/data")
-    parts = []
+    sources: list[tuple[RankingData, int | None]] = []
     if "wikiqa" in train_sets:
-        parts.append(load_qa_pairs(wikiqa / "train.jsonl").to_pairs())
+        sources.append((load_qa_pairs(wikiqa / "train.jsonl"), None))
     if "dl20" in train_sets:
-        parts.append(load_trec_run(trec / "dl20").to_pairs(relevance_threshold=2))
-    train = concatenate_datasets(parts).select_columns(TEXT_COLUMNS + ["label"])
+        sources.append((load_trec_run(trec / "dl20"), 2))
+    train = concatenate_datasets([data.to_pairs(relevance_threshold=t) for data, t in sources])
     collections = {
         "wikiqa_validation": load_qa_pairs(wikiqa / "validation.jsonl"),
         "wikiqa_test": load_qa_pairs(wikiqa / "test.jsonl"),
         "dl19": load_trec_run(trec / "dl19"),
     }
-    return train, collections
+    return train.select_columns(TEXT_COLUMNS + ["label"]), collections, sources
+
+
+def bi_encoder_targets(sources: list[tuple[RankingData, int | None]], scale: float, max_length: int):
+    """The teacher's training pairs with soft targets from the zero-shot bi-encoder (trained on MS MARCO).
+
+    Each pair gets `teacher_logits_0` = [0, scale * z], z the bi-encoder's cosine standardised over its
+    query's candidates: the cross-encoder learns the bi-encoder's order of every query's 100 BM25
+    candidates (a ranking signal the few relevant DL20 labels alone do not give), besides the labels.
+    """
+    bi_encoder = SiameseModel.from_backbone(minilm_dir(), pooling="mean", head="cosine").eval()
+    parts = []
+    for data, threshold in sources:
+        run = RankingEvaluator(data, batch_size=64, max_length=max_length).rerank(bi_encoder)
+        standardised = {}
+        for qid, scores in run.items():
+            values = np.fromiter(scores.values(), dtype=np.float64)
+            spread = values.std() if len(values) > 1 and values.std() > 0 else 1.0
+            standardised[qid] = {d: (s - values.mean()) / spread for d, s in scores.items()}
+        pairs = data.to_pairs(relevance_threshold=threshold)
+        logits = [[0.0, scale * standardised[q][d]] for q, d in zip(pairs["qid"], pairs["doc_id"])]
+        parts.append(pairs.add_column("teacher_logits_0", logits))
+    return concatenate_datasets(parts).select_columns(TEXT_COLUMNS + ["label", "teacher_logits_0"])
 
 
 def evaluate(model, collections: dict[str, RankingData], max_length: int, names=None) -> dict:
@@ -102,18 +130,33 @@ def references(collections: dict[str, RankingData], max_length: int) -> dict:
     return {"BM25": bm25, "bi-encoder (zero-shot)": evaluate(bi_encoder, collections, max_length)}
 
 
-def teacher_for(train, collections, opts) -> tuple[CrossEncoderModel, dict]:
-    """The fine-tuned 6-layer MiniLM cross-encoder (trained once on `train`, then loaded from the cache)."""
+def teacher_for(train, sources, opts) -> tuple[CrossEncoderModel, dict]:
+    """The fine-tuned 6-layer MiniLM cross-encoder (trained once, then loaded from the cache; training saves a
+    checkpoint every 200 steps and resumes from the last one, so an interrupted session loses little).
+
+    `--teacher_targets labels`: cross-entropy on the binary labels of `train`; `bi-encoder`: the same
+    labels plus a soft term towards the zero-shot bi-encoder's per-query standardised scores
+    (`bi_encoder_targets`, weight 1 each)."""
     smoke = f"-smoke{opts.max_train}" if opts.max_train else ""
-    folder = CACHE / "teachers" / f"minilm-l6-rank-{'-'.join(opts.train_sets)}-e{opts.teacher_epochs:g}{smoke}"
-    info: dict = {"folder": str(folder)}
+    targets = "" if opts.teacher_targets == "labels" else f"-bienc{opts.teacher_soft_scale:g}"
+    folder = CACHE / "teachers" / f"minilm-l6-rank-{'-'.join(opts.train_sets)}-e{opts.teacher_epochs:g}{targets}{smoke}"
+    info: dict = {"folder": str(folder), "targets": opts.teacher_targets}
     if not (folder / "config.json").exists():
         teacher = CrossEncoderModel.from_backbone(minilm_dir(), num_labels=2)
-        args = training_args(str(folder / "run"), opts.teacher_epochs, opts.teacher_lr, 42, opts.max_length)
+        extra: dict = {}
+        if opts.teacher_targets == "bi-encoder":
+            train = bi_encoder_targets(sources, opts.teacher_soft_scale, opts.max_length)
+            if opts.max_train:
+                train = train.shuffle(seed=0).select(range(min(opts.max_train, len(train))))
+            extra = dict(hard_weight=1.0, soft_weight=1.0, temperature=1.0)
+        args = training_args(str(folder / "run"), opts.teacher_epochs, opts.teacher_lr, 42, opts.max_length,
+                             save_strategy="steps", save_steps=200, save_total_limit=1, **extra)
+        checkpoint = get_last_checkpoint(args.output_dir) if (folder / "run").is_dir() else None
         start = time.perf_counter()
-        DistillationTrainer(model=teacher, args=args, train_dataset=train).train()
-        info["train_seconds"] = time.perf_counter() - start
+        DistillationTrainer(model=teacher, args=args, train_dataset=train).train(resume_from_checkpoint=checkpoint)
+        info["train_seconds"] = time.perf_counter() - start  # this process's share when resumed
         teacher.save_pretrained(folder)
+        shutil.rmtree(folder / "run", ignore_errors=True)  # the checkpoints served their purpose
     teacher = CrossEncoderModel.from_pretrained(folder).eval()
     teacher.set_attn_implementation("eager")
     return teacher, info
@@ -121,12 +164,16 @@ def teacher_for(train, collections, opts) -> tuple[CrossEncoderModel, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--student_layers", nargs="+", type=int, default=[2, 3])
+    parser.add_argument("--student_layers", nargs="*", type=int, default=[2, 3], help="none: the teacher only")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     parser.add_argument("--train_sets", nargs="+", default=["wikiqa", "dl20"], choices=["wikiqa", "dl20"])
     parser.add_argument("--teacher_epochs", type=float, default=3)
     parser.add_argument("--teacher_lr", type=float, default=5e-5)
+    parser.add_argument("--teacher_targets", default="labels", choices=["labels", "bi-encoder"],
+                        help="the teacher's targets: the binary labels, or the labels plus the zero-shot bi-encoder's scores")
+    parser.add_argument("--teacher_soft_scale", type=float, default=1.0,
+                        help="bi-encoder targets: the standardised score's scale in the positive-class logit")
     parser.add_argument("--epochs", type=float, default=1, help="student epochs")
     parser.add_argument("--lr", type=float, default=1e-4, help="student learning rate")
     parser.add_argument("--temperature", type=float, default=1.0)
@@ -143,7 +190,7 @@ def main() -> None:
     opts.tasks = []
     results, command = start_results(opts.name, opts, command)
 
-    train, collections = load_data(opts.train_sets)
+    train, collections, sources = load_data(opts.train_sets)
     if opts.max_train:
         train = train.shuffle(seed=0).select(range(min(opts.max_train, len(train))))
     if opts.max_queries:
@@ -152,7 +199,7 @@ def main() -> None:
     results["references"] = previous.get("references") or references(collections, opts.max_length)
     print(f"references: {results['references']}", flush=True)
 
-    teacher, info = teacher_for(train, collections, opts)
+    teacher, info = teacher_for(train, sources, opts)
     results["teacher"] = previous.get("teacher") or {**info, **evaluate(teacher, collections, opts.max_length)}
     print(f"teacher: {results['teacher']}", flush=True)
     soft_train = add_teacher_logits(train, teacher, TEXT_COLUMNS, batch_size=64, max_length=opts.max_length)
@@ -230,8 +277,10 @@ def table_lines(opts, results: dict) -> list[str]:
     """References, teacher, and every student arm: mean ± std over seeds (x100), throughput, speed-up."""
     lines = [
         f"Training pairs: {results['train_pairs']} ({' + '.join(opts.train_sets)}; DL20 relevance >= 2 as positive). "
-        f"Teacher: all-MiniLM-L6-v2 as a 2-class cross-encoder, {opts.teacher_epochs:g} epochs, lr {opts.teacher_lr:g}. "
-        f"Students: the teacher's first k layers, {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, T {opts.temperature:g}; "
+        f"Teacher: all-MiniLM-L6-v2 as a 2-class cross-encoder, {opts.teacher_epochs:g} epochs, lr {opts.teacher_lr:g}, "
+        + ("trained on the labels. " if opts.teacher_targets == "labels" else
+           f"trained on the labels plus the zero-shot bi-encoder's per-query standardised scores (scale {opts.teacher_soft_scale:g}). ")
+        + f"Students: the teacher's first k layers, {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, T {opts.temperature:g}; "
         f"seeds {opts.seeds}; max_length {opts.max_length}. WikiQA test: 243 questions with a correct answer; "
         "DL19: 43 queries, BM25 top-100 (zero-shot: no DL19 query in training). Mean ± std over seeds, x100. "
         "Throughput: pairs/s while re-ranking DL19 (4,300 pairs, batch 32), speed-up over the teacher and its share of the ideal layer ratio.",
