@@ -85,6 +85,11 @@ def load_data(train_sets: list[str]) -> tuple[object, dict[str, RankingData], li
     return train.select_columns(TEXT_COLUMNS + ["label"]), collections, sources
 
 
+def zero_shot_bi_encoder() -> SiameseModel:
+    """all-MiniLM-L6-v2 as it comes (mean pooling, cosine): the reference and the teacher's soft-target source."""
+    return SiameseModel.from_backbone(minilm_dir(), pooling="mean", head="cosine").eval()
+
+
 def bi_encoder_targets(sources: list[tuple[RankingData, int | None]], scale: float, max_length: int):
     """The teacher's training pairs with soft targets from the zero-shot bi-encoder (trained on MS MARCO).
 
@@ -92,14 +97,14 @@ def bi_encoder_targets(sources: list[tuple[RankingData, int | None]], scale: flo
     query's candidates: the cross-encoder learns the bi-encoder's order of every query's 100 BM25
     candidates (a ranking signal the few relevant DL20 labels alone do not give), besides the labels.
     """
-    bi_encoder = SiameseModel.from_backbone(minilm_dir(), pooling="mean", head="cosine").eval()
+    bi_encoder = zero_shot_bi_encoder()
     parts = []
     for data, threshold in sources:
         run = RankingEvaluator(data, batch_size=64, max_length=max_length).rerank(bi_encoder)
         standardised = {}
         for qid, scores in run.items():
             values = np.fromiter(scores.values(), dtype=np.float64)
-            spread = values.std() if len(values) > 1 and values.std() > 0 else 1.0
+            spread = values.std() or 1.0  # a single candidate, or all tied: only the centring
             standardised[qid] = {d: (s - values.mean()) / spread for d, s in scores.items()}
         pairs = data.to_pairs(relevance_threshold=threshold)
         logits = [[0.0, scale * standardised[q][d]] for q, d in zip(pairs["qid"], pairs["doc_id"])]
@@ -126,7 +131,7 @@ def evaluate(model, collections: dict[str, RankingData], max_length: int, names=
 def references(collections: dict[str, RankingData], max_length: int) -> dict:
     """BM25 (first-stage order) on DL19 and the zero-shot MiniLM bi-encoder everywhere."""
     bm25 = RankingEvaluator(collections["dl19"], relevance_threshold=2, name="dl19", first_stage=True)()
-    bi_encoder = SiameseModel.from_backbone(minilm_dir(), pooling="mean", head="cosine").eval()
+    bi_encoder = zero_shot_bi_encoder()
     return {"BM25": bm25, "bi-encoder (zero-shot)": evaluate(bi_encoder, collections, max_length)}
 
 
