@@ -237,7 +237,9 @@ def main() -> None:
     results["teacher"] = previous.get("teacher") or {**info, **evaluate(teacher, collections, opts.max_length)}
     print(f"teacher: {results['teacher']}", flush=True)
     if opts.student_layers:
-        results["throughput"] = paired_throughput(teacher, opts.student_layers, collections["dl19"], opts.max_length)
+        # --append keeps the other depths' speed-ups (each a ratio timed within its own run)
+        results["throughput"] = {**previous.get("throughput", {}),
+                                 **paired_throughput(teacher, opts.student_layers, collections["dl19"], opts.max_length)}
         print(f"throughput: {results['throughput']}", flush=True)
     soft_train = add_teacher_logits(train, teacher, TEXT_COLUMNS, batch_size=64, max_length=opts.max_length)
 
@@ -303,13 +305,12 @@ def _row(name: str, runs: list[dict], teacher_speed: float | None, layers: int |
     speeds = [r["dl19_pairs_per_second"] for r in runs if "dl19_pairs_per_second" in r]
     speed = mean_std(speeds)[0] if speeds else None
     speed_cell = f"{speed:.0f}" if speed else "–"
-    ratio_cell = "–"
+    ratio = None
     if paired and layers:  # timed in turns with the teacher (paired_throughput)
         ratio = paired["speedup"]
-        ratio_cell = f"{ratio:.2f}x ({ratio / (6 / layers):.2f} of {6 / layers:g}x)"
     elif speed and teacher_speed and layers:
         ratio = speed / teacher_speed
-        ratio_cell = f"{ratio:.2f}x ({ratio / (6 / layers):.2f} of {6 / layers:g}x)"
+    ratio_cell = f"{ratio:.2f}x ({ratio / (6 / layers):.2f} of {6 / layers:g}x)" if ratio else "–"
     return f"| {name} | {' | '.join(cells)} | {speed_cell} | {ratio_cell} |"
 
 
