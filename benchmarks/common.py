@@ -231,14 +231,30 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def _cpu_flags(info: str) -> set[str]:
+    return set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+
+
+def fast_bf16() -> bool:
+    """Whether bf16 autocast can speed training up here: a CUDA device, or a CPU with native bf16 matmuls (AMX
+    tiles, AVX-512 BF16). On CPUs without them (this AVX2 host) the autocast matmuls are far slower than float32."""
+    return torch.cuda.is_available() or bool({"amx_bf16", "avx512_bf16"} & _cpu_flags(_cpuinfo()))
+
+
 def cpu_model() -> str:
     """The CPU's model name and its widest vector extension (timings differ a lot between AVX2, AVX-512 and AMX)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    info = _cpuinfo()
+    if not info:
         return platform.processor() or "unknown CPU"
     name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "unknown CPU")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    flags = _cpu_flags(info)
     widest = next((label for flag, label in (("amx_tile", "AMX"), ("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags), "no AVX2")
     return f"{name} ({widest})"
 

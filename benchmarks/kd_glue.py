@@ -22,7 +22,7 @@ import time
 from transformers.trainer_utils import get_last_checkpoint
 
 from common import (
-    CACHE, GLUE_TASKS, eval_metrics, label_maps, load_task, mean_std, minilm_dir, mpnet_dir, run_arguments, write_results,
+    CACHE, GLUE_TASKS, eval_metrics, fast_bf16, label_maps, load_task, mean_std, minilm_dir, mpnet_dir, run_arguments, write_results,
 )
 
 from hf_distill import CrossEncoderModel
@@ -34,7 +34,8 @@ from hf_distill.training_args import DistillationArguments
 TEACHER_SETTINGS = {"mrpc": dict(epochs=5, lr=5e-5), "stsb": dict(epochs=4, lr=5e-5), "rte": dict(epochs=5, lr=5e-5), "snli": dict(epochs=2, lr=5e-5)}
 # MPNet-base (12 layers, hidden 768): a smaller learning rate, as for BERT-base; ~8x the MiniLM's time per step.
 # The SNLI teacher trains under bf16 autocast (AMX here: 2.6-2.8 s per step of 16 x 64 tokens against 4.1-4.4 s
-# in float32); its weights stay float32 and it is evaluated and labels the data in float32.
+# in float32); its weights stay float32 and it is evaluated and labels the data in float32. Only where bf16 is
+# fast (`common.fast_bf16`: CUDA, AMX or AVX-512 BF16); elsewhere it trains in float32.
 MPNET_TEACHER_SETTINGS = {"stsb": dict(epochs=3, lr=2e-5), "snli": dict(epochs=2, lr=2e-5, bf16=True)}
 TEACHER_BACKBONES = {"minilm": ("minilm-l6", minilm_dir, TEACHER_SETTINGS), "mpnet": ("mpnet", mpnet_dir, MPNET_TEACHER_SETTINGS)}
 # arm -> (alpha, temperature); alpha = 0 is plain fine-tuning on gold labels (no KD).
@@ -64,7 +65,7 @@ def teacher_for(task: str, data, epochs: float | None = None, backbone: str = "m
     settings = {**all_settings[task], **({"epochs": epochs} if epochs else {})}
     args = training_args(
         str(folder / "run"), task, settings["epochs"], settings["lr"], seed=42,
-        save_strategy="steps", save_steps=200, save_total_limit=1, bf16=settings.get("bf16", False),
+        save_strategy="steps", save_steps=200, save_total_limit=1, bf16=settings.get("bf16", False) and fast_bf16(),
     )
     seconds = 0.0
     if not (folder / "config.json").exists():
