@@ -34,7 +34,7 @@ import sys
 import time
 
 import numpy as np
-from common import CACHE, DATA, RESULTS, last_terms, mean_std, minilm_dir, run_arguments, start_results, write_results
+from common import CACHE, DATA, RESULTS, last_terms, mean_std, minilm_dir, run_arguments, start_results, timed, write_results
 from datasets import concatenate_datasets
 
 from transformers.trainer_utils import get_last_checkpoint
@@ -84,6 +84,11 @@ def load_data(train_sets: list[str]) -> tuple[object, dict[str, RankingData], li
         "dl19": load_trec_run(trec / "dl19"),
     }
     return train.select_columns(TEXT_COLUMNS + ["label"]), collections, sources
+
+
+def smoke_subset(train, max_train: int | None):
+    """Smoke runs (`--max_train N`): N random pairs (seed 0); all of `train` otherwise."""
+    return train.shuffle(seed=0).select(range(min(max_train, len(train)))) if max_train else train
 
 
 def zero_shot_bi_encoder() -> SiameseModel:
@@ -145,9 +150,7 @@ def paired_throughput(teacher, depths: list[int], data: RankingData, max_length:
         model.predict(sample[:batch_size], batch_size=batch_size, max_length=max_length)
     for _ in range(rounds):
         for name, model in models.items():
-            start = time.perf_counter()
-            model.predict(sample, batch_size=batch_size, max_length=max_length)
-            seconds[name].append(time.perf_counter() - start)
+            seconds[name].append(timed(lambda: model.predict(sample, batch_size=batch_size, max_length=max_length))[1])
     out: dict = {"pairs": len(sample), "rounds": rounds, "batch_size": batch_size,
                  "teacher_pairs_per_second": len(sample) / float(np.median(seconds["teacher"]))}
     for layers in depths:
@@ -180,8 +183,7 @@ def teacher_for(train, sources, opts) -> tuple[CrossEncoderModel, dict]:
         extra: dict = {}
         if opts.teacher_targets == "bi-encoder":
             train = bi_encoder_targets(sources, opts.teacher_soft_scale, opts.max_length)
-            if opts.max_train:
-                train = train.shuffle(seed=0).select(range(min(opts.max_train, len(train))))
+            train = smoke_subset(train, opts.max_train)
             extra = dict(hard_weight=1.0, soft_weight=1.0, temperature=1.0)
         args = training_args(str(folder / "run"), opts.teacher_epochs, opts.teacher_lr, 42, opts.max_length,
                              save_strategy="steps", save_steps=200, save_total_limit=1, **extra)
@@ -225,8 +227,7 @@ def main() -> None:
     results, command = start_results(opts.name, opts, command)
 
     train, collections, sources = load_data(opts.train_sets)
-    if opts.max_train:
-        train = train.shuffle(seed=0).select(range(min(opts.max_train, len(train))))
+    train = smoke_subset(train, opts.max_train)
     if opts.max_queries:
         collections = {name: _first_queries(data, opts.max_queries) for name, data in collections.items()}
     results["train_pairs"] = len(train)
