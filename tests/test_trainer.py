@@ -123,13 +123,17 @@ def test_online_teacher_outputs_carry_no_graph_and_the_teacher_gets_no_gradient(
     assert any(p.grad is not None for p in student.parameters())
 
 
-def test_siamese_student_with_teachers_of_another_tokenizer(tmp_path, tiny_tokenizer, teacher):
-    """Logit distillation mixes tokenizers: each teacher reads its own joint view."""
+def id_shuffled(tokenizer):
+    """The same WordPiece vocabulary under another id for every token: a second, incompatible tokenizer."""
     from transformers import BertTokenizerFast
 
-    vocab = dict(tiny_tokenizer.get_vocab())
-    shuffled = {token: (index * 7) % len(vocab) for token, index in vocab.items()}  # a different id space
-    other = BertTokenizerFast(vocab=shuffled, do_lower_case=True)
+    vocab = dict(tokenizer.get_vocab())
+    return BertTokenizerFast(vocab={token: (index * 7) % len(vocab) for token, index in vocab.items()}, do_lower_case=True)
+
+
+def test_siamese_student_with_teachers_of_another_tokenizer(tmp_path, tiny_tokenizer, teacher):
+    """Logit distillation mixes tokenizers: each teacher reads its own joint view."""
+    other = id_shuffled(tiny_tokenizer)
     teacher.tokenizer = other
     student = make_siamese(tiny_tokenizer, num_labels=2)
     student.train()
@@ -140,6 +144,33 @@ def test_siamese_student_with_teachers_of_another_tokenizer(tmp_path, tiny_token
     expected = other(list(data["sentence1"]), list(data["sentence2"]), padding=True, truncation=True, max_length=32, return_tensors="pt")
     assert torch.equal(batch["teacher_0_input_ids"], expected["input_ids"])
     assert torch.isfinite(trainer.compute_loss(student, batch))
+
+
+def test_logits_of_two_teachers_with_their_own_tokenizers_line_up_with_their_rows(tmp_path, tiny_tokenizer):
+    """Precomputed columns from teachers of different tokenizers: row i of `teacher_logits_k` is teacher k
+    on row i alone (batched labelling pads rows of other lengths), and a shuffled batch keeps each row's logits."""
+    tokenizers = [tiny_tokenizer, id_shuffled(tiny_tokenizer)]
+    teachers = [make_cross_encoder(tok, num_layers=2, seed=s, num_labels=3).eval() for s, tok in zip((1, 2), tokenizers)]
+    data = pair_dataset(11)
+    for teacher in teachers:
+        data = add_teacher_logits(data, teacher, ["sentence1", "sentence2"], batch_size=4, max_length=32)
+    columns = ["teacher_logits_0", "teacher_logits_1"]
+    assert columns[0] in data.column_names and columns[1] in data.column_names
+    for i, row in enumerate(data):
+        for k, (teacher, tok) in enumerate(zip(teachers, tokenizers)):
+            alone = tok(row["sentence1"], row["sentence2"], truncation=True, max_length=32, return_tensors="pt")
+            with torch.no_grad():
+                expected = teacher(**alone).logits[0]
+            assert torch.allclose(torch.tensor(data[i][columns[k]]), expected, atol=1e-5), (i, k)
+    first = torch.tensor(data[columns[0]])
+    assert not torch.allclose(first[0], first[1]) and not torch.allclose(first, torch.tensor(data[columns[1]]))
+
+    student = make_siamese(tiny_tokenizer, num_labels=3)
+    trainer = DistillationTrainer(model=student, args=make_args(tmp_path), train_dataset=data)
+    order = [7, 2, 10, 0, 5]
+    batch = trainer.data_collator([data[i] for i in order])
+    for column in columns:
+        assert torch.allclose(batch[column], torch.tensor([data[i][column] for i in order]))
 
 
 # ---------------------------------------------------------------------------- logging
