@@ -145,16 +145,17 @@ def table_lines(opts, results: dict) -> list[str]:
             )
     lines += ["", "| arm | average of the tasks' main metric |", "| --- | ---: |"]
     lines += [f"| {arm} | {sum(v) / len(v):.2f} |" for arm, v in averages.items()]
-    ratios = []
-    for task_results in results["tasks"].values():
-        arms = task_results["arms"]
-        if "EMD" in arms and "uniform" in arms:
-            ratios.append(
-                mean_std([r["train_seconds"] / r["steps"] for r in arms["EMD"]])[0]
-                / mean_std([r["train_seconds"] / r["steps"] for r in arms["uniform"]])[0]
-            )
-    if ratios:
-        lines += ["", f"Train time per step, EMD / uniform (same run): {', '.join(f'{r:.3f}' for r in ratios)} (per task)."]
+    def per_step(runs: list[dict]) -> float:
+        return mean_std([r["train_seconds"] / r["steps"] for r in runs])[0]
+
+    emd_arms = sorted({a for t in results["tasks"].values() for a in t["arms"] if a.startswith("EMD")})
+    for emd_arm in emd_arms:
+        ratios = [
+            per_step(t["arms"][emd_arm]) / per_step(t["arms"]["uniform"])
+            for t in results["tasks"].values() if emd_arm in t["arms"] and "uniform" in t["arms"]
+        ]
+        if ratios:
+            lines += ["", f"Train time per step, {emd_arm} / uniform (same run): {', '.join(f'{r:.3f}' for r in ratios)} (per task)."]
     return lines
 
 
