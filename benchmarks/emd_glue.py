@@ -13,12 +13,13 @@ Wall time per arm is recorded in the same run, so the EMD overhead over uniform 
 measured on the same machine state. The flow heatmap and weight trajectories of the last EMD run of
 each task are copied next to the results.
 
-With `--stages 2` every arm trains twice for `--epochs` each, as TinyBERT's and the official BERT-EMD
-code's task distillation does: stage 1 distils the intermediate layers only (the arm's layer terms,
-weight 1, no prediction loss), stage 2 the prediction layer only (alpha * soft + (1 - alpha) * hard,
-no layer terms), starting from stage 1's student. Stage 2 is the same for both layer arms, so they
-differ only in the mapping that shaped the layers. No KD trains on the hard loss in both stages (the
-same steps and learning-rate schedules). The EMD / uniform time ratio is then stage 1's.
+With `--stages 2` every arm trains twice for `--epochs` each, as TinyBERT's task distillation does
+(the official BERT-EMD code's `--one_step False` mode; its default is the one summed loss): stage 1
+distils the intermediate layers only (the arm's layer terms, weight 1, no prediction loss), stage 2
+the prediction layer only (alpha * soft + (1 - alpha) * hard, no layer terms), starting from stage
+1's student. Stage 2 is the same for both layer arms, so they differ only in the mapping that shaped
+the layers. No KD trains on the hard loss in both stages (the same steps and learning-rate
+schedules). The EMD / uniform time ratio is then stage 1's.
 
 Usage: python benchmarks/emd_glue.py --tasks mrpc rte stsb --seeds 0 1 2
 """
