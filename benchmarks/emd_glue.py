@@ -154,12 +154,13 @@ def keep_plots(trainer: DistillationTrainer, name: str, task: str, arm: str) -> 
 
 def table_lines(opts, results: dict) -> list[str]:
     """Quality per task and arm, the three-task average, and the wall-time ratio EMD / uniform."""
+    one_stage = opts.stages == 1
     lines = [
         f"{opts.student_layers}-layer cross-encoder student (`from_teacher`, strategy `{opts.strategy}`) of the fine-tuned "
         f"6-layer MiniLM teacher; {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, max_length 128; "
-        + (f"beta {opts.beta:g}, " if getattr(opts, "stages", 1) == 1 else "")
+        + (f"beta {opts.beta:g}, " if one_stage else "")
         + f"alpha {opts.alpha:g}, T 1; seeds {opts.seeds}; validation split; mean ± std over seeds (x100)."
-        + ("" if getattr(opts, "stages", 1) == 1 else
+        + ("" if one_stage else
            f" Two stages of {opts.epochs:g} epoch(s) each: layer terms alone (weight 1), then the prediction loss alone."),
         "",
         "| task | model | metric | mean | std | runs | train s (mean) |",
@@ -181,7 +182,8 @@ def table_lines(opts, results: dict) -> list[str]:
     lines += [f"| {arm} | {sum(v) / len(v):.2f} |" for arm, v in averages.items()]
     def per_step(runs: list[dict]) -> float:
         """Seconds per step, of the layer stage when the runs had two stages."""
-        return mean_std([r.get("stage1", r)["train_seconds"] / r.get("stage1", r)["steps"] for r in runs])[0]
+        timed = [r.get("stage1", r) for r in runs]
+        return mean_std([t["train_seconds"] / t["steps"] for t in timed])[0]
 
     emd_arms = sorted({a for t in results["tasks"].values() for a in t["arms"] if a.startswith("EMD")})
     for emd_arm in emd_arms:
