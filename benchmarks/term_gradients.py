@@ -22,7 +22,7 @@ import shlex
 import sys
 
 import torch
-from common import mean_std, write_results
+from common import CACHE, mean_std, write_results
 from ranking import arm_arguments, load_data, teacher_for, training_args
 
 from hf_distill import CrossEncoderModel
@@ -35,7 +35,7 @@ def term_gradients(teacher: CrossEncoderModel, layers: int, train, batches: int,
     """Per term: mean value and mean gradient norm (student parameters) over `batches` batches of 16."""
     student = CrossEncoderModel.from_teacher(teacher, layers, "first")
     student.set_attn_implementation("eager")
-    args = training_args("/tmp/hf_distill_term_gradients", 1, 1e-4, 0, max_length, **arm_arguments("Simplified TinyBERT", 1.0))
+    args = training_args(str(CACHE / "runs" / "term_gradients"), 1, 1e-4, 0, max_length, **arm_arguments("Simplified TinyBERT", 1.0))
     subset = train.shuffle(seed=0).select(range(batches * args.per_device_train_batch_size))
     trainer = DistillationTrainer(model=student, args=args, teachers=[teacher], train_dataset=subset)
     parameters = [p for p in student.parameters() if p.requires_grad]
@@ -56,7 +56,8 @@ def term_gradients(teacher: CrossEncoderModel, layers: int, train, batches: int,
             norms[name].append(norm.item())
     out: dict = {}
     for name in TERMS:
-        out[name] = {"value": mean_std(values[name])[0], "grad_norm": mean_std(norms[name])[0], "grad_norm_std": mean_std(norms[name])[1]}
+        norm_mean, norm_std = mean_std(norms[name])
+        out[name] = {"value": mean_std(values[name])[0], "grad_norm": norm_mean, "grad_norm_std": norm_std}
     for name in TERMS:
         out[name]["grad_ratio_to_hard"] = out[name]["grad_norm"] / out["hard"]["grad_norm"]
     return out
