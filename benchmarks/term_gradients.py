@@ -26,7 +26,7 @@ from common import CACHE, mean_std, write_results
 from ranking import arm_arguments, load_data, teacher_for, training_args
 
 from hf_distill import CrossEncoderModel
-from hf_distill.trainer import TEACHER_PREFIX, DistillationTrainer
+from hf_distill.trainer import DistillationTrainer
 
 TERMS = ("hard", "soft", "attention", "hidden", "embedding")
 
@@ -43,12 +43,7 @@ def term_gradients(teacher: CrossEncoderModel, layers: int, train, batches: int,
     norms: dict[str, list[float]] = {name: [] for name in TERMS}
     student.train()
     for batch in trainer.get_train_dataloader():
-        inputs = {k: v for k, v in batch.items() if not k.startswith(TEACHER_PREFIX)}
-        student_out = student(**inputs, output_hidden_states=True, output_attentions=True, output_query_key=True)
-        teacher_outs = trainer._teacher_outputs(batch)
-        terms: dict[str, torch.Tensor] = {}
-        for component in trainer.loss_components:
-            terms.update(component(student_out, teacher_outs, batch))
+        terms = trainer.loss_terms(student, batch)[0]
         for name in TERMS:
             grads = torch.autograd.grad(terms[name], parameters, retain_graph=True, allow_unused=True)
             norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None))

@@ -327,7 +327,9 @@ class DistillationTrainer(Trainer):
                 outputs.append(teacher(**view, **wants))
         return outputs
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def loss_terms(self, model, inputs) -> tuple[dict[str, torch.Tensor], object, list]:
+        """Every loss component's named terms for one batch, unweighted, with the student's and the
+        teachers' outputs: what `compute_loss` weights and sums (and what a diagnostic can inspect)."""
         student_inputs = {k: v for k, v in inputs.items() if not k.startswith(TEACHER_PREFIX)}
         student_out = model(
             **student_inputs,
@@ -339,6 +341,10 @@ class DistillationTrainer(Trainer):
         terms: dict[str, torch.Tensor] = {}
         for component in self.loss_components:
             terms.update(component(student_out, teacher_outs, inputs))
+        return terms, student_out, teacher_outs
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        terms, student_out, teacher_outs = self.loss_terms(model, inputs)
         weights = self._weights(terms, has_teachers=bool(teacher_outs))
         loss = sum(weights[name] * value for name, value in terms.items() if name in weights)
         self._check_finite(terms, loss)
