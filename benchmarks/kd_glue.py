@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 
+import torch
 from transformers.trainer_utils import get_last_checkpoint
 
 from common import (
@@ -69,6 +70,7 @@ def teacher_for(task: str, data, epochs: float | None = None, backbone: str = "m
     )
     seconds = 0.0
     if not (folder / "config.json").exists():
+        torch.manual_seed(args.seed)  # the head's initialisation, whatever ran before in this process
         teacher = CrossEncoderModel.from_backbone(backbone_dir(), num_labels=num_labels, **label_maps(task))
         checkpoint = get_last_checkpoint(args.output_dir) if (folder / "run").is_dir() else None
         if checkpoint:
