@@ -15,22 +15,23 @@ Usage: python benchmarks/emd_summary.py
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
-DATA = Path(os.environ.get("HF_DISTILL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-TASKS = {"stsb": "spearman", "mrpc": "accuracy", "rte": "accuracy"}  # the tasks' main metrics
+from common import DATA, GLUE_TASKS, RESULTS
+
+TASKS = {task: GLUE_TASKS[task][5] for task in ("stsb", "mrpc", "rte")}  # the tasks' main metrics
 TASK_NAMES = {"stsb": "STS-B", "mrpc": "MRPC", "rte": "RTE"}
 STARTS = {"uniform": "layers 3, 6", "first": "layers 1, 2"}
 COMMAND = "python benchmarks/emd_summary.py"
 
 
+@cache
 def majority_share(task: str) -> float | None:
     """Share of the most frequent label in the task's validation file (None for regression or without the data)."""
-    path = DATA / task / "validation.jsonl"
+    path = DATA / GLUE_TASKS[task][0] / "validation.jsonl"
     if TASKS[task] != "accuracy" or not path.exists():
         return None
     labels = Counter(json.loads(line)["label"] for line in path.read_text().splitlines() if line.strip())
