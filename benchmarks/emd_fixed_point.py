@@ -1,0 +1,136 @@
+"""Where BERT-EMD's cost attention drives the layer masses from the benchmark's starting costs (no training).
+
+`emd_glue.py` found EMD below uniform (TinyBERT) mapping whenever the 2-layer student is cut from
+teacher layers 3 and 6. Uniform mapping distils each student layer into the teacher layer it was
+copied from; EMD could only match that if the cost-attention update moved the masses onto those
+"origin" layers. This script asks whether the costs point there at all:
+
+1. It cuts the student from the cached fine-tuned teacher exactly as `emd_glue.py` does and averages
+   `EMDLayerLoss`'s hidden and attention cost matrices (the ones training uses) over the first
+   `--examples` training pairs.
+2. For each update rule (softmax at several `emd_temperature`s, plain normalisation, each with and
+   without the official code's `add_softmax` smoothing), it applies the cost-attention update
+   `--updates` times to those fixed costs, from uniform masses, as training would if the costs did
+   not move, and reports the final masses, the flow, and the flow's share on the origin pairs
+   (uniform mapping puts all of it there: 1.0).
+
+Nothing trains; a few forward passes per task. The teachers come from `kd_glue.py`'s cache.
+
+Usage: python benchmarks/emd_fixed_point.py --tasks stsb mrpc rte
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+import torch
+from common import GLUE_TASKS, load_task, start_results, write_results
+from kd_glue import teacher_for
+
+from hf_distill import CrossEncoderModel
+from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow
+from hf_distill.modeling.modeling_cross_encoder import select_layers
+
+RULES = [("softmax", t, smooth) for smooth in (False, True) for t in (1.0, 2.0, 5.0, 10.0, 20.0)] + [
+    ("normalize", None, smooth) for smooth in (False, True)
+]
+
+
+def starting_costs(task: str, strategy: str, examples: int, batch_size: int, max_length: int) -> tuple[dict, list[int]]:
+    """Mean (L_S, L_T) hidden and attention costs of the freshly cut student, and the teacher layers (1-based) it keeps."""
+    _, columns, _, _, _, _ = GLUE_TASKS[task]
+    data = load_task(task)
+    teacher, _, _ = teacher_for(task, data)
+    teacher.set_attn_implementation("eager")
+    student = CrossEncoderModel.from_teacher(teacher, 2, strategy)
+    student.set_attn_implementation("eager")
+    depth = teacher.config.encoder.num_hidden_layers
+    origins = [i + 1 for i in select_layers(depth, 2, strategy)]
+    width = teacher.config.encoder.hidden_size
+    loss = EMDLayerLoss(2, depth, width, width).train()
+    rows = data["train"].select(range(examples))
+    teacher.eval()
+    student.eval()  # no dropout: the costs of the weights as cut
+    for start in range(0, examples, batch_size):
+        chunk = rows[start : start + batch_size]
+        batch = dict(teacher.tokenizer(chunk[columns[0]], chunk[columns[1]], truncation=True, max_length=max_length,
+                                       padding=True, return_tensors="pt"))
+        with torch.no_grad():
+            teacher_out = teacher(**batch, output_hidden_states=True, output_query_key=True)
+        with torch.enable_grad():  # EMDLayerLoss accumulates costs for the update only in a grad-enabled forward
+            loss(student(**batch, output_hidden_states=True, output_query_key=True), [teacher_out], batch)
+    costs = {kind: (loss._cost_sums[kind] / loss._cost_counts[kind]).to(torch.float64) for kind in loss.kinds}
+    return costs, origins
+
+
+def fixed_point(costs: dict, depth: int, mode: str, temperature: float | None, smooth: bool, updates: int) -> dict:
+    """Masses and flows after `updates` cost-attention updates on the same costs, from uniform masses."""
+    loss = EMDLayerLoss(2, depth, 1, 1, projection=False)
+    for _ in range(updates):
+        for kind, cost in costs.items():
+            loss._cost_sums[kind], loss._cost_counts[kind] = cost.clone(), 1
+        masses = loss.update_weights(temperature or 1.0, mode, smooth=smooth)
+    flows = {kind: earth_movers_flow(*loss.masses(kind), cost) for kind, cost in costs.items()}
+    return {"student": masses["hidden_student"].tolist(), "teacher": masses["hidden_teacher"].tolist(),
+            "flows": {kind: flow.tolist() for kind, flow in flows.items()}}
+
+
+def origin_share(flow: list[list[float]], origins: list[int]) -> float:
+    return sum(flow[i][origin - 1] for i, origin in enumerate(origins))
+
+
+def table_lines(results: dict) -> list[str]:
+    def row(values) -> str:
+        return " / ".join(f"{v:.3f}" for v in values)
+
+    lines = []
+    for task, r in results["tasks"].items():
+        origins = r["origins"]
+        lines += [f"### {task}: student layers cut from teacher layers {origins}", ""]
+        for kind, cost in r["costs"].items():
+            cheapest = [min(range(len(c)), key=c.__getitem__) + 1 for c in cost]
+            lines += [f"{kind} cost D (rows: student layers 1-2; columns: teacher layers 1-{len(cost[0])}); "
+                      f"cheapest teacher layer per student layer: {cheapest} (origins {origins})", ""]
+            lines += ["| student layer | " + " | ".join(f"T{j + 1}" for j in range(len(cost[0]))) + " |",
+                      "| --- |" + " ---: |" * len(cost[0])]
+            lines += [f"| S{i + 1} | " + " | ".join(f"{v:.4g}" for v in c) + " |" for i, c in enumerate(cost)]
+            lines.append("")
+        lines += ["| update | student masses | teacher masses | hidden flow on origin pairs | attention flow on origin pairs |",
+                  "| --- | --- | --- | ---: | ---: |"]
+        for rule in r["rules"]:
+            name = rule["mode"] + (f", T {rule['temperature']:g}" if rule["temperature"] else "") + (", add_softmax" if rule["smooth"] else "")
+            lines.append(f"| {name} | {row(rule['student'])} | {row(rule['teacher'])} | "
+                         f"{origin_share(rule['flows']['hidden'], origins):.3f} | {origin_share(rule['flows']['attention'], origins):.3f} |")
+        lines.append("")
+    lines.append("Uniform (TinyBERT) mapping puts all of its (equal) pair weights on the origin pairs: share 1.000. "
+                 "Masses are the hidden ones; hidden and attention masses are averaged (not `separate`), so they are equal.")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=["stsb", "mrpc", "rte"], choices=["stsb", "mrpc", "rte"])
+    parser.add_argument("--strategy", default="uniform", help="which teacher layers the student keeps (as emd_glue.py)")
+    parser.add_argument("--examples", type=int, default=256, help="training pairs the costs are averaged over")
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--max_length", type=int, default=128)
+    parser.add_argument("--updates", type=int, default=300, help="cost-attention updates on the fixed costs")
+    parser.add_argument("--name", default="emd_fixed_point")
+    parser.add_argument("--append", action="store_true", help="keep the other tasks of results/NAME.json")
+    opts = parser.parse_args()
+    command = "python benchmarks/emd_fixed_point.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    results, command = start_results(opts.name, opts, command)
+    torch.manual_seed(0)
+    for task in opts.tasks:
+        costs, origins = starting_costs(task, opts.strategy, opts.examples, opts.batch_size, opts.max_length)
+        depth = next(iter(costs.values())).size(1)
+        rules = [{"mode": mode, "temperature": t, "smooth": smooth, **fixed_point(costs, depth, mode, t, smooth, opts.updates)}
+                 for mode, t, smooth in RULES]
+        results["tasks"][task] = {"origins": origins, "costs": {k: c.tolist() for k, c in costs.items()}, "rules": rules}
+        write_results(opts.name, results, "\n".join(table_lines(results)), command)
+
+
+if __name__ == "__main__":
+    main()
