@@ -9,7 +9,8 @@ copied from; EMD could only match that if the cost-attention update moved the ma
    `EMDLayerLoss`'s hidden and attention cost matrices (the ones training uses) over the first
    `--examples` training pairs.
 2. For each update rule (softmax at several `emd_temperature`s, plain normalisation, each with and
-   without the official code's `add_softmax` smoothing), it applies the cost-attention update
+   without the official code's `add_softmax` smoothing, with hidden and attention masses averaged or
+   `separate`), it applies the cost-attention update
    `--updates` times to those fixed costs, from uniform masses, as training would if the costs did
    not move, and reports the final masses, the flow, and the flow's share on the origin pairs
    (uniform mapping puts all of it there: 1.0).
@@ -33,9 +34,9 @@ from hf_distill import CrossEncoderModel
 from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow
 from hf_distill.modeling.modeling_cross_encoder import select_layers
 
-RULES = [("softmax", t, smooth) for smooth in (False, True) for t in (1.0, 2.0, 5.0, 10.0, 20.0)] + [
-    ("normalize", None, smooth) for smooth in (False, True)
-]
+RULES = [("softmax", t, smooth, False) for smooth in (False, True) for t in (1.0, 2.0, 5.0, 10.0, 20.0)] + [
+    ("normalize", None, smooth, False) for smooth in (False, True)
+] + [(mode, t, smooth, True) for mode, t in (("softmax", 1.0), ("softmax", 2.0), ("normalize", None)) for smooth in (False, True)]
 
 
 def starting_costs(task: str, strategy: str, examples: int, batch_size: int, max_length: int) -> tuple[dict, list[int]]:
@@ -65,15 +66,17 @@ def starting_costs(task: str, strategy: str, examples: int, batch_size: int, max
     return costs, origins
 
 
-def fixed_point(costs: dict, depth: int, mode: str, temperature: float | None, smooth: bool, updates: int) -> dict:
+def fixed_point(
+    costs: dict, depth: int, mode: str, temperature: float | None, smooth: bool, separate: bool, updates: int
+) -> dict:
     """Masses and flows after `updates` cost-attention updates on the same costs, from uniform masses."""
     loss = EMDLayerLoss(2, depth, 1, 1, projection=False)
     for _ in range(updates):
         for kind, cost in costs.items():
             loss._cost_sums[kind], loss._cost_counts[kind] = cost.clone(), 1
-        masses = loss.update_weights(temperature or 1.0, mode, smooth=smooth)
+        masses = loss.update_weights(temperature or 1.0, mode, separate=separate, smooth=smooth)
     flows = {kind: earth_movers_flow(*loss.masses(kind), cost) for kind, cost in costs.items()}
-    return {"student": masses["hidden_student"].tolist(), "teacher": masses["hidden_teacher"].tolist(),
+    return {"masses": {name: m.tolist() for name, m in masses.items()},
             "flows": {kind: flow.tolist() for kind, flow in flows.items()}}
 
 
@@ -97,15 +100,20 @@ def table_lines(results: dict) -> list[str]:
                       "| --- |" + " ---: |" * len(cost[0])]
             lines += [f"| S{i + 1} | " + " | ".join(f"{v:.4g}" for v in c) + " |" for i, c in enumerate(cost)]
             lines.append("")
-        lines += ["| update | student masses | teacher masses | hidden flow on origin pairs | attention flow on origin pairs |",
+        lines += ["| update | hidden masses: student; teacher | attention masses: student; teacher "
+                  "| hidden flow on origin pairs | attention flow on origin pairs |",
                   "| --- | --- | --- | ---: | ---: |"]
         for rule in r["rules"]:
-            name = rule["mode"] + (f", T {rule['temperature']:g}" if rule["temperature"] else "") + (", add_softmax" if rule["smooth"] else "")
-            lines.append(f"| {name} | {row(rule['student'])} | {row(rule['teacher'])} | "
+            name = (rule["mode"] + (f", T {rule['temperature']:g}" if rule["temperature"] else "")
+                    + (", add_softmax" if rule["smooth"] else "") + (", separate" if rule["separate"] else ""))
+            m = rule["masses"]
+            attention = f"{row(m['attention_student'])}; {row(m['attention_teacher'])}" if rule["separate"] else "(= hidden)"
+            lines.append(f"| {name} | {row(m['hidden_student'])}; {row(m['hidden_teacher'])} | {attention} | "
                          f"{origin_share(rule['flows']['hidden'], origins):.3f} | {origin_share(rule['flows']['attention'], origins):.3f} |")
         lines.append("")
     lines.append("Uniform (TinyBERT) mapping puts all of its (equal) pair weights on the origin pairs: share 1.000. "
-                 "Masses are the hidden ones; hidden and attention masses are averaged (not `separate`), so they are equal.")
+                 "Without `separate` (the default) the hidden and attention masses are averaged after every update, so "
+                 "they are equal; with it each kind keeps its own.")
     return lines
 
 
@@ -126,8 +134,9 @@ def main() -> None:
     for task in opts.tasks:
         costs, origins = starting_costs(task, opts.strategy, opts.examples, opts.batch_size, opts.max_length)
         depth = next(iter(costs.values())).size(1)
-        rules = [{"mode": mode, "temperature": t, "smooth": smooth, **fixed_point(costs, depth, mode, t, smooth, opts.updates)}
-                 for mode, t, smooth in RULES]
+        rules = [{"mode": mode, "temperature": t, "smooth": smooth, "separate": separate,
+                  **fixed_point(costs, depth, mode, t, smooth, separate, opts.updates)}
+                 for mode, t, smooth, separate in RULES]
         results["tasks"][task] = {"origins": origins, "costs": {k: c.tolist() for k, c in costs.items()}, "rules": rules}
         write_results(opts.name, results, "\n".join(table_lines(results)), command)
 
