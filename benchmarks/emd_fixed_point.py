@@ -34,9 +34,13 @@ from hf_distill import CrossEncoderModel
 from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow
 from hf_distill.modeling.modeling_cross_encoder import select_layers
 
-RULES = [("softmax", t, smooth, False) for smooth in (False, True) for t in (1.0, 2.0, 5.0, 10.0, 20.0)] + [
-    ("normalize", None, smooth, False) for smooth in (False, True)
-] + [(mode, t, smooth, True) for mode, t in (("softmax", 1.0), ("softmax", 2.0), ("normalize", None)) for smooth in (False, True)]
+# (mode, emd_temperature, add_softmax smoothing, separate hidden / attention masses)
+RULES = (
+    [("softmax", t, smooth, False) for smooth in (False, True) for t in (1.0, 2.0, 5.0, 10.0, 20.0)]
+    + [("normalize", None, smooth, False) for smooth in (False, True)]
+    + [(mode, t, smooth, True)
+       for mode, t in (("softmax", 1.0), ("softmax", 2.0), ("normalize", None)) for smooth in (False, True)]
+)
 
 
 def starting_costs(task: str, strategy: str, examples: int, batch_size: int, max_length: int) -> tuple[dict, list[int]]:
@@ -107,9 +111,11 @@ def table_lines(results: dict) -> list[str]:
             name = (rule["mode"] + (f", T {rule['temperature']:g}" if rule["temperature"] else "")
                     + (", add_softmax" if rule["smooth"] else "") + (", separate" if rule["separate"] else ""))
             m = rule["masses"]
-            attention = f"{row(m['attention_student'])}; {row(m['attention_teacher'])}" if rule["separate"] else "(= hidden)"
-            lines.append(f"| {name} | {row(m['hidden_student'])}; {row(m['hidden_teacher'])} | {attention} | "
-                         f"{origin_share(rule['flows']['hidden'], origins):.3f} | {origin_share(rule['flows']['attention'], origins):.3f} |")
+            hidden = f"{row(m['hidden_student'])}; {row(m['hidden_teacher'])}"
+            attention = (f"{row(m['attention_student'])}; {row(m['attention_teacher'])}"
+                         if rule["separate"] else "(= hidden)")
+            shares = " | ".join(f"{origin_share(rule['flows'][kind], origins):.3f}" for kind in ("hidden", "attention"))
+            lines.append(f"| {name} | {hidden} | {attention} | {shares} |")
         lines.append("")
     lines.append("Uniform (TinyBERT) mapping puts all of its (equal) pair weights on the origin pairs: share 1.000. "
                  "Without `separate` (the default) the hidden and attention masses are averaged after every update, so "
