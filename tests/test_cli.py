@@ -299,3 +299,93 @@ def test_siamese_nli_student_scores_sts_files_at_the_end(assets, tmp_path):
     results = _results(out)
     assert -100.0 <= results["test_sts_validation_spearman_cosine"] <= 100.0
     assert "test_accuracy" in results
+
+
+# ------------------------------------------------------------------------------ dispatcher, export, quickstart
+LIGHT_DISPATCH = """
+import pathlib, sys, types
+root = pathlib.Path(sys.argv[1])
+stub = types.ModuleType("hf_distill")  # the package without its __init__ (which loads the models)
+stub.__path__ = [str(root)]
+stub.__version__ = "9.9"
+sys.modules["hf_distill"] = stub
+from hf_distill.cli import main
+assert main(["--help"]) == 0 and main(["--version"]) == 0
+print(sorted(m for m in ("torch", "transformers", "datasets") if m in sys.modules))
+"""
+
+
+def test_dispatcher_answers_help_and_version_without_heavy_imports(tmp_path):
+    import subprocess
+    import sys
+
+    import hf_distill
+
+    root = Path(hf_distill.__file__).parent
+    done = subprocess.run([sys.executable, "-c", LIGHT_DISPATCH, str(root)], capture_output=True, text=True, check=True)
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("usage: hf-distill COMMAND") and "export" in done.stdout
+    assert "hf_distill 9.9" in lines and lines[-1] == "[]"  # no torch / transformers / datasets imported
+
+
+def test_python_dash_m_runs_the_cli():
+    import subprocess
+    import sys
+
+    import hf_distill
+
+    done = subprocess.run([sys.executable, "-m", "hf_distill.cli", "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"hf_distill {hf_distill.__version__}"
+
+
+def test_export_command_calls_hf_distill_export_or_says_it_is_missing(monkeypatch, capsys):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "hf_distill.export", None)  # as if not installed
+    assert main(["export", "out"]) == 2
+    assert capsys.readouterr().err.strip() == "export needs hf_distill.export (not installed)"
+
+    seen = []
+    package, module = types.ModuleType("hf_distill.export"), types.ModuleType("hf_distill.export.cli")
+    module.main = lambda argv: seen.append(argv) or 7
+    monkeypatch.setitem(sys.modules, "hf_distill.export", package)
+    monkeypatch.setitem(sys.modules, "hf_distill.export.cli", module)
+    assert main(["export", "out", "--format", "onnx"]) == 7 and seen == [["out", "--format", "onnx"]]
+
+
+def test_public_names_are_functions_not_modules():
+    """No submodule shadows an exported function (importing `cli.quickstart` as a module would)."""
+    from hf_distill import cli
+    from hf_distill.cli import (  # every job module imported first
+        dispatch,
+        quickstart_command,
+        sts_command,
+    )
+
+    assert dispatch.main is cli.main and quickstart_command.quickstart is cli.quickstart
+    assert sts_command.sts_eval is cli.sts_eval and sorted(cli.__all__) == sorted(cli._EXPORTS)
+    for name in cli.__all__:
+        assert not isinstance(getattr(cli, name), type(cli)), name
+    assert callable(cli.main) and callable(cli.quickstart) and callable(cli.sts_eval) and callable(cli.run)
+
+
+def test_quickstart_end_to_end_on_the_embedded_demo_set(tiny_tokenizer, tmp_path, capsys, monkeypatch):
+    """Offline: the Hub dataset fails, the demo set (hf_distill/demo/) is used; teacher, student, speed, table."""
+    from hf_distill.cli import DEMO_PAIRS, quickstart, quickstart_command
+
+    assert DEMO_PAIRS.is_file() and DEMO_PAIRS.parent.name == "demo"
+    backbone = tmp_path / "backbone"  # 128 positions: the quickstart reads 128 tokens
+    BertModel(make_bert_config(2, max_position_embeddings=128), add_pooling_layer=True).save_pretrained(backbone)
+    tiny_tokenizer.save_pretrained(backbone)
+    monkeypatch.setitem(quickstart_command.SPEED_SETTINGS, "min_seconds", 0.05)
+    monkeypatch.setitem(quickstart_command.SPEED_SETTINGS, "max_pairs", 16)
+    summary = quickstart(["--model", str(backbone), "--output_dir", str(tmp_path), "--max_train_samples", "16",
+                          "--max_eval_samples", "16", "--teacher_epochs", "1", "--student_epochs", "1",
+                          "--student_layers", "1"])
+    assert "embedded demo set hf_distill/demo/demo_pairs.jsonl" in summary["data"]
+    teacher, student = summary["models"]
+    assert (teacher["layers"], student["layers"]) == (2, 1) and student["parameters"] < teacher["parameters"]
+    assert teacher["pairs_per_s"] > 0 and student["pairs_per_s"] > 0 and 0 <= student["accuracy"] <= 1
+    assert json.loads((tmp_path / "quickstart_results.json").read_text())["models"] == summary["models"]
+    assert "speed-up" in capsys.readouterr().out

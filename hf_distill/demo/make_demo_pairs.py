@@ -10,7 +10,7 @@ the same event with synonyms and another word order or the passive voice; non-pa
 the action, the place, the time, or the polarity), the others two or more. The output is
 deterministic (fixed seed).
 
-Usage: python hf_distill/data/make_demo_pairs.py [N_PAIRS]   (default 600)
+Usage: python hf_distill/demo/make_demo_pairs.py [N_PAIRS]   (default 600)
 """
 
 from __future__ import annotations

@@ -1,0 +1,106 @@
+"""The `hf-distill` dispatcher: reads the command, then imports only the module that runs it.
+
+Light at import (no torch, transformers or datasets before the command is parsed), so
+`hf-distill --help` and `hf-distill --version` answer at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+
+from .errors import ConfigError
+
+USAGE = """usage: hf-distill COMMAND ...
+
+commands:
+  train CONFIG.yaml [--field value ...]     fine-tune (no teacher) or distil a student; see recipes/
+  evaluate CONFIG.yaml [--field value ...]  evaluate model_name_or_path on the validation/test splits
+  sts-eval MODEL FILE.jsonl                 Spearman x100 of cosine similarity (sentence1, sentence2, score)
+  quickstart [--data_dir DIR] [--model M]   fine-tune a teacher, distil a 2-layer student, compare them
+  export ...                                write a trained student in standard formats (hf_distill.export)
+  keys                                      list every valid recipe key
+
+`hf-distill train --help` describes every field; `hf-distill --version` prints the version."""
+
+def _run_recipe(command: str, rest: list[str]) -> int:
+    from .recipes import parse_train_config, print_fields_help
+    from .train import run
+
+    if rest and rest[0] in ("-h", "--help"):
+        print_fields_help(command)
+        return 0
+    run(*parse_train_config(rest), do_train=command == "train")
+    return 0
+
+
+def _train(rest: list[str]) -> int:
+    return _run_recipe("train", rest)
+
+
+def _evaluate(rest: list[str]) -> int:
+    return _run_recipe("evaluate", rest)
+
+
+def _sts_eval(rest: list[str]) -> int:
+    from .sts_command import sts_eval
+
+    sts_eval(rest)
+    return 0
+
+
+def _quickstart(rest: list[str]) -> int:
+    from .quickstart_command import quickstart
+
+    quickstart(rest)
+    return 0
+
+
+def _export(rest: list[str]) -> int:
+    try:
+        from ..export.cli import main as export_main
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("hf_distill.export"):
+            raise  # hf_distill.export is there but lacks one of its own dependencies: say which
+        print("export needs hf_distill.export (not installed)", file=sys.stderr)
+        return 2
+    status = export_main(rest)
+    return 0 if status is None else status
+
+
+def _keys(rest: list[str]) -> int:
+    from .recipes import describe_keys
+
+    print(describe_keys())
+    return 0
+
+
+COMMANDS = {"train": _train, "evaluate": _evaluate, "sts-eval": _sts_eval, "quickstart": _quickstart,
+            "export": _export, "keys": _keys}
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return f"hf_distill {__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `hf-distill COMMAND ...`; the exit status (a `ConfigError` exits with 2 and one message)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        print(_version())
+        return 0
+    command, rest = argv[0], argv[1:]
+    try:
+        if command not in COMMANDS:
+            close = difflib.get_close_matches(command, list(COMMANDS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown command {command!r}{hint}\n{USAGE}")
+        return COMMANDS[command](rest)
+    except ConfigError as error:
+        print(f"hf-distill: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

