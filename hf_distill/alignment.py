@@ -39,6 +39,9 @@ from typing import Any
 
 import torch
 
+from .batch_keys import ALIGNMENT_KEYS, ALIGNMENT_PREFIX
+from .compatibility import same_tokenizer
+
 __all__ = [
     "ALIGNMENT_KEYS",
     "ALIGNMENT_PREFIX",
@@ -46,11 +49,6 @@ __all__ = [
     "check_same_tokenizer",
     "tokenize_aligned",
 ]
-
-ALIGNMENT_PREFIX = "teacher_alignment_"
-ALIGNMENT_KEYS = tuple(f"{ALIGNMENT_PREFIX}{side}_{what}" for side in "ab" for what in ("student", "teacher", "mask"))
-_PROBE_TEXTS = ("Hello, World! A man PLAYS the guitar; naïve café 42.", "someone plays music")
-
 
 @dataclass
 class AlignedPairs:
@@ -85,14 +83,7 @@ def _require_fast(tokenizer: Any) -> Any:
 
 def check_same_tokenizer(student_tokenizer: Any, teacher_tokenizer: Any, field: str = "teacher_tokenizers[0]") -> None:
     """Raise a ValueError unless both tokenizers give the same ids (vocabulary, special tokens, normalisation)."""
-    if teacher_tokenizer is student_tokenizer:
-        return
-    same = (
-        student_tokenizer.get_vocab() == teacher_tokenizer.get_vocab()
-        and list(student_tokenizer.all_special_ids) == list(teacher_tokenizer.all_special_ids)
-        and student_tokenizer(*_PROBE_TEXTS)["input_ids"] == teacher_tokenizer(*_PROBE_TEXTS)["input_ids"]
-    )
-    if not same:
+    if not same_tokenizer(student_tokenizer, teacher_tokenizer):
         names = [getattr(t, "name_or_path", "") or type(t).__name__ for t in (teacher_tokenizer, student_tokenizer)]
         raise ValueError(
             f"{field}={names[0]!r} differs from the student's tokenizer {names[1]!r}; token alignment (VIRT) "

@@ -13,11 +13,28 @@ from .modeling.modeling_common import attention_implementation
 QUERY_KEY_BACKBONES = ("bert", "roberta", "xlm-roberta", "electra", "camembert")
 
 
-def same_tokenizer(a, b) -> bool:
-    """Same vocabulary (token -> id) and the same special tokens."""
+_PROBE_TEXTS = ("Hello, World! A man PLAYS the guitar; naïve café 42.", "someone plays music")
+_SETTINGS = ("padding_side", "truncation_side", "model_input_names")
+
+
+def same_tokenizer(a, b, settings: bool = False) -> bool:
+    """Whether two tokenizers give the same ids: vocabulary, special tokens and normalisation (a probe pair).
+
+    With `settings=True` they must also pad, truncate and name their inputs alike, so that any
+    batch comes out as the same tensors (then one tokenisation can serve both).
+    """
     if a is b:
         return True
-    return a.get_vocab() == b.get_vocab() and a.all_special_tokens == b.all_special_tokens
+    if settings and any(getattr(a, name, None) != getattr(b, name, None) for name in _SETTINGS):
+        return False
+    try:
+        return (
+            a.get_vocab() == b.get_vocab()
+            and list(a.all_special_ids) == list(b.all_special_ids)
+            and a(*_PROBE_TEXTS)["input_ids"] == b(*_PROBE_TEXTS)["input_ids"]
+        )
+    except (AttributeError, TypeError):
+        return False
 
 
 def check_layer_distillation(student, teacher, requires: set[str], index: int = 0, head_reduction: bool = False) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 
 from .alignment import check_same_tokenizer, tokenize_aligned
+from .batch_keys import teacher_prefix
+from .compatibility import same_tokenizer
 
 # Column pairs recognised without configuration, in order of preference.
 KNOWN_TEXT_COLUMNS = (
@@ -39,12 +41,18 @@ def infer_text_columns(column_names: Sequence[str]) -> tuple[str, str]:
 
 
 def labels_to_ids(values: Sequence[Any], label2id: dict[str, int] | None, regression: bool, scale: float = 1.0):
-    """Gold labels as a tensor: strings through `label2id`, floats for regression (divided by `scale`)."""
+    """Gold labels as a tensor: strings through `label2id`, floats for regression (divided by `scale`).
+
+    A row without a gold label (None: an augmented or transfer row) becomes NaN (regression) or
+    -100 (classes), which the hard loss leaves out.
+    """
     if regression:
-        return torch.tensor([float(v) / scale for v in values], dtype=torch.float)
+        return torch.tensor([float("nan") if v is None else float(v) / scale for v in values], dtype=torch.float)
     ids = []
     for value in values:
-        if isinstance(value, str):
+        if value is None:
+            ids.append(-100)
+        elif isinstance(value, str):
             if not label2id or value not in label2id:
                 valid = sorted(label2id) if label2id else []
                 raise ValueError(f"label={value!r} is not in the model's label2id; valid labels: {valid}.")
@@ -80,20 +88,6 @@ def check_labels(name: str, dataset, label_column: str, label2id: dict[str, int]
                 f"label={bad[0]!r} (column {label_column!r} of the {name} dataset; all out of range: {bad[:20]}) is not a "
                 f"valid class id; valid: 0..{num_labels - 1} (num_labels={num_labels}) or -100 (ignored)."
             )
-
-
-def _equivalent(student_tokenizer: Any, teacher_tokenizer: Any) -> bool:
-    """Whether both tokenizers turn any pair into the same tensors (ids, specials, padding, truncation, inputs)."""
-    if teacher_tokenizer is student_tokenizer:
-        return True
-    settings = ("padding_side", "truncation_side", "model_input_names")
-    if any(getattr(student_tokenizer, a, None) != getattr(teacher_tokenizer, a, None) for a in settings):
-        return False
-    try:
-        check_same_tokenizer(student_tokenizer, teacher_tokenizer)
-    except (ValueError, AttributeError, TypeError):
-        return False
-    return True
 
 
 @dataclass
@@ -136,7 +130,7 @@ class PairCollator:
             check_same_tokenizer(self.tokenizer, self.teacher_tokenizers[0], "teacher_tokenizers[0]")
         # A cross-encoder student's joint view is exactly what a teacher with an equivalent tokenizer
         # would get: reuse it instead of tokenising the batch once more per teacher.
-        self._reuses_student_view = [not self.siamese and _equivalent(self.tokenizer, t) for t in self.teacher_tokenizers]
+        self._reuses_student_view = [not self.siamese and same_tokenizer(self.tokenizer, t, settings=True) for t in self.teacher_tokenizers]
 
     def columns(self) -> list[str]:
         """The dataset columns this collator reads (the trainer keeps exactly these)."""
@@ -153,7 +147,7 @@ class PairCollator:
         if aligned is not None:
             for suffix, view in (("_a", aligned.side_a), ("_b", aligned.side_b)):
                 batch.update({k + suffix: v for k, v in view.items()})
-            batch.update({f"teacher_0_{name}": v for name, v in aligned.joint.items()})
+            batch.update({teacher_prefix(0) + name: v for name, v in aligned.joint.items()})
             batch.update(aligned.alignment_batch())
         elif self.siamese:
             for suffix, texts in (("_a", first), ("_b", second)):
@@ -165,9 +159,9 @@ class PairCollator:
             if aligned is not None and k == 0:
                 continue  # the aligned joint view, built from the student's token ids
             view = joint if self._reuses_student_view[k] else self._tokenize(tokenizer, first, second)
-            batch.update({f"teacher_{k}_{name}": v for name, v in view.items()})
-        if self.label_column and self.label_column in rows[0] and rows[0][self.label_column] is not None:
-            values = [row[self.label_column] for row in rows]
+            batch.update({teacher_prefix(k) + name: v for name, v in view.items()})
+        values = [row.get(self.label_column) for row in rows] if self.label_column else []
+        if any(value is not None for value in values):  # rows without a gold label learn from the teachers only
             batch["labels"] = labels_to_ids(values, self.label2id, self.regression, self.label_scale)
         for column in self.teacher_logit_columns:
             if column not in rows[0]:

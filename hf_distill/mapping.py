@@ -137,3 +137,24 @@ def get_mapping(name_or_pairs: str | Sequence[Sequence[int]] | LayerMapping) -> 
         f"mapping={name_or_pairs!r} is not valid; choose one of {', '.join(map(repr, MAPPINGS))} "
         "or a list of (student_layer, teacher_layer) pairs."
     )
+
+
+def parse_layer_mapping(value: str) -> LayerMapping:
+    """The `layer_mapping` argument as a mapping: 'uniform' | 'last' | '1:2,2:4' (student:teacher pairs, 1-based)."""
+    valid = "use 'uniform', 'last' or student:teacher pairs like '1:2,2:4'"
+    if not isinstance(value, str):
+        raise ValueError(f"layer_mapping={value!r} is not valid; {valid}.")
+    if ":" not in value:
+        if value not in MAPPINGS:
+            raise ValueError(f"layer_mapping={value!r} is not valid; {valid}.")
+        return MAPPINGS[value]()
+    try:
+        pairs = [tuple(int(x) for x in pair.split(":")) for pair in value.split(",")]
+    except ValueError:
+        pairs = []
+    if not pairs or any(len(pair) != 2 or min(pair) < 1 for pair in pairs):
+        raise ValueError(f"layer_mapping={value!r} is not valid; {valid} (each layer an integer >= 1).")
+    try:
+        return ExplicitMapping(pairs)
+    except ValueError as error:
+        raise ValueError(f"layer_mapping={value!r} is not valid: {error}") from None

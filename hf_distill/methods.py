@@ -1,8 +1,9 @@
 """The four papers as presets over the shared components.
 
-Each preset returns a `DistillationMethod`: the student, the teachers, the loss components and
-callbacks it needs, and the `DistillationArguments` defaults of the paper. Nothing here is
-special-cased in the trainer: a preset only chooses generic parts.
+Each preset returns a `DistillationMethod`: the student, the teachers and the
+`DistillationArguments` defaults of the paper. The trainer builds every loss component and
+callback from the arguments, so overriding a preset's argument changes the training, and two
+trainers from one preset share no state. Nothing here is special-cased in the trainer.
 
     method = simplified_tinybert(teacher, num_layers=3, temperature=5.0)   # or bert_emd, dvbert, virt
     args = method.arguments(output_dir="out", num_train_epochs=3)   # paper defaults + yours
@@ -13,65 +14,48 @@ special-cased in the trainer: a preset only chooses generic parts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
-from transformers import TrainerCallback
 
-from .callbacks import CostAttentionCallback
-from .losses.emd import EMDLayerLoss
-from .losses.virt import VirtualInteractionLoss
+from .batch_keys import logits_column
+from .citations import reference
 from .modeling import CrossEncoderModel, SiameseModel
 from .teachers import add_teacher_logits, load_teacher
-from .trainer import DistillationTrainer, unwrap_student
+from .trainer import DistillationTrainer
 from .training_args import DistillationArguments
+from .wrappers import unwrap_model
 
-CITATIONS = {
-    "dvbert": "Cheng, X. (2021). Dual-View Distilled BERT for Sentence Embedding. SIGIR 2021. arXiv:2104.08675.",
-    "bert_emd": "Li, J., Liu, X., Zhao, H., Xu, R., Yang, M., Jin, Y. (2020). BERT-EMD: Many-to-Many Layer Mapping "
-    "for BERT Compression with Earth Mover's Distance. EMNLP 2020. arXiv:2010.06133.",
-    "virt": "Li, D., Yang, Y., Tang, H., Wang, J., Xu, T., Wu, W., Chen, E. (2022). VIRT: Improving Representation-based "
-    "Text Matching via Virtual Interaction. EMNLP 2022. arXiv:2112.04195.",
-    "simplified_tinybert": "Chen, X., He, B., Hui, K., Sun, L., Sun, Y. (2020). Simplified TinyBERT: Knowledge "
-    "Distillation for Document Retrieval. arXiv:2009.07531.",
-}
+# Which entry of `hf_distill.citations.METHODS` each preset implements.
+_METHOD_KEYS = {"simplified_tinybert": "tinybert", "bert_emd": "bert_emd", "dvbert": "dvbert", "virt": "virt"}
 
 
 @dataclass
 class DistillationMethod:
-    """A method preset: what to train, from whom, with which components and defaults."""
+    """A method preset: what to train, from whom, and the paper's argument defaults."""
 
     name: str
     student: nn.Module
     teachers: list
     argument_defaults: dict[str, Any]
-    loss_components: list[nn.Module] = field(default_factory=list)
-    callbacks: list[TrainerCallback] = field(default_factory=list)
 
     @property
     def citation(self) -> str:
-        return CITATIONS[self.name]
+        return reference(_METHOD_KEYS[self.name])
 
     def arguments(self, **overrides) -> DistillationArguments:
         """`DistillationArguments` with the paper's defaults; your keyword arguments win."""
         return DistillationArguments(**{**self.argument_defaults, **overrides})
 
     def trainer(self, args: DistillationArguments, **kwargs) -> DistillationTrainer:
-        """A `DistillationTrainer` for this method (kwargs: datasets, evaluators, compute_metrics...)."""
-        return DistillationTrainer(
-            model=self.student,
-            args=args,
-            teachers=kwargs.pop("teachers", self.teachers),
-            loss_components=self.loss_components,
-            callbacks=[*self.callbacks, *kwargs.pop("callbacks", [])],
-            **kwargs,
-        )
+        """A `DistillationTrainer` for this method (kwargs: datasets, evaluators, compute_metrics, callbacks...)."""
+        return DistillationTrainer(model=self.student, args=args, teachers=kwargs.pop("teachers", self.teachers), **kwargs)
 
 
 def _eager(model: nn.Module) -> nn.Module:
     """Attention losses compare attention scores: the reference (eager) implementation."""
-    unwrap_student(model).set_attn_implementation("eager")
+    unwrap_model(model).set_attn_implementation("eager")
     return model
 
 
@@ -105,7 +89,7 @@ def simplified_tinybert(
 def bert_emd(
     teacher: CrossEncoderModel | str,
     num_layers: int = 4,
-    strategy: str | Sequence[int] = "first",
+    strategy: str | Sequence[int] = "uniform",
     beta: float = 0.01,
     alpha: float = 0.8,
     temperature: float = 1.0,
@@ -119,16 +103,13 @@ def bert_emd(
     Loss: beta * (EMD_attention + EMD_hidden + embedding) + alpha * soft + (1 - alpha) * hard. Defaults
     follow the official code (beta 0.01, alpha 0.8, tau 1, tau_emd 1, softmax update, averaged weights,
     then one more softmax over the weights: its `add_softmax`). The layer weights are updated after
-    every optimizer step by `CostAttentionCallback`. The student keeps the teacher's first layers by
-    default: a student cut at uniform mapping's target layers (`strategy="uniform"`) starts where the
-    one-to-one mapping leads, and there uniform mapping beat EMD in our GLUE comparisons (README, BERT-EMD).
+    every optimizer step by `CostAttentionCallback`, which the trainer builds from these arguments.
+    The student keeps the teacher's layers at uniform mapping's targets by default (`strategy="uniform"`,
+    layers 3 and 6 of 6 for 2): in our GLUE comparisons those students were better with either mapping
+    than students cut from the first layers (docs/results/bert_emd.md).
     """
     teacher = _eager(load_teacher(teacher))
     student = _eager(CrossEncoderModel.from_teacher(teacher, num_layers, strategy))
-    student_config, teacher_config = student.config.encoder, teacher.config.encoder
-    emd = EMDLayerLoss(
-        student_config.num_hidden_layers, teacher_config.num_hidden_layers, student_config.hidden_size, teacher_config.hidden_size
-    )
     defaults = dict(
         temperature=temperature,
         alpha=alpha,
@@ -139,8 +120,7 @@ def bert_emd(
         emd_separate_weights=separate_weights,
         emd_smooth_weights=smooth_weights,
     )
-    callback = CostAttentionCallback(emd_temperature, emd_update, separate_weights, smooth=smooth_weights)
-    return DistillationMethod("bert_emd", student, [teacher], defaults, loss_components=[emd], callbacks=[callback])
+    return DistillationMethod("bert_emd", student, [teacher], defaults)
 
 
 def dvbert(
@@ -181,14 +161,14 @@ class _DvBERT(DistillationMethod):
         """The dataset with one `teacher_logits_{k}` column per teacher (each with its own tokenizer)."""
         for k, teacher in enumerate(self.teachers):
             dataset = add_teacher_logits(
-                dataset, teacher, text_columns, column=f"teacher_logits_{k}", batch_size=batch_size, max_length=max_length
+                dataset, teacher, text_columns, column=logits_column(k), batch_size=batch_size, max_length=max_length
             )
         return dataset
 
     def trainer(self, args: DistillationArguments, **kwargs) -> DistillationTrainer:
         """Precomputed logits in the training set replace the online teachers (DvBERT labels offline)."""
         train = kwargs.get("train_dataset")
-        if train is not None and "teacher_logits_0" in train.column_names:
+        if train is not None and logits_column(0) in train.column_names:
             kwargs.setdefault("teachers", [])
         return super().trainer(args, **kwargs)
 
@@ -222,7 +202,7 @@ def virt(
         )
     student = _eager(student)
     defaults = dict(alpha=0.0, virt_weight=alpha, layer_mapping=layer_mapping)
-    return DistillationMethod("virt", student, [teacher], defaults, loss_components=[VirtualInteractionLoss(layer_mapping)])
+    return DistillationMethod("virt", student, [teacher], defaults)
 
 
-__all__ = ["CITATIONS", "DistillationMethod", "bert_emd", "dvbert", "simplified_tinybert", "virt"]
+__all__ = ["DistillationMethod", "bert_emd", "dvbert", "simplified_tinybert", "virt"]

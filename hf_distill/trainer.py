@@ -2,104 +2,57 @@
 
 The training step reads top to bottom:
 batch -> student forward -> teacher forward (or cached logits) -> each loss term -> weighted sum -> log.
+
+Every loss component and callback is built here from `DistillationArguments` (presets only set
+arguments), so overriding an argument changes the training, and two trainers share no state.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import os
-import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback
-from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from .batch_keys import logits_columns, student_view, teacher_view
 from .callbacks import CostAttentionCallback, TeacherAnnealingCallback
+from .checkpointing import (
+    DISTILLATION_STATE_NAME,
+    check_complete,
+    distillation_state,
+    last_complete_checkpoint,
+    load_distillation_state,
+    resolve_resume,
+    save_distillation_state,
+)
 from .compatibility import check_layer_distillation
-from .data import PairCollator, check_labels, infer_text_columns
-from .losses.from_arguments import components_from_arguments
+from .data import PairCollator, infer_text_columns
+from .loss_parameters import LossParameterSync
+from .losses.base import check_returned_terms, declared_terms, resolve_weights
 from .losses.logits import PredictionLoss
+from .losses.registry import build_components, requested_components
 from .model_card import DistillationModelCardData, ModelCardCallback, write_card_on_save, write_model_card
 from .modeling import CrossEncoderModel, SiameseModel
-from .teachers import TeacherLogits, freeze_teacher, load_teacher, teacher_logit_columns
+from .teachers import TeacherLogits, freeze_teacher, load_teacher
+from .trainer_checks import check_arguments, check_columns, check_teacher_labels, check_term_weights
 from .training_args import DistillationArguments
+from .wrappers import is_peft, unwrap_model
 
-DISTILLATION_STATE_NAME = "distillation_state.safetensors"
-TEACHER_PREFIX = "teacher_"
-# Which DistillationArguments weight scales which loss term; other terms default to 1.
-TERM_WEIGHT_FIELDS = {
-    "hidden": "hidden_weight",
-    "attention": "attention_weight",
-    "embedding": "embedding_weight",
-    "emd_hidden": "emd_weight",
-    "emd_attention": "emd_weight",
-    "emd_embedding": "emd_weight",
-    "virt": "virt_weight",
-}
+__all__ = ["DISTILLATION_STATE_NAME", "DistillationTrainer", "last_complete_checkpoint", "unwrap_student"]
+
+unwrap_student = unwrap_model  # the name earlier releases exported
+_ATTENTION_NEEDS = {"query_key", "attentions"}
 
 
-def last_complete_checkpoint(folder: str) -> str | None:
-    """The highest-numbered `checkpoint-N` in `folder` that holds `trainer_state.json` (written last), or None."""
-    if not os.path.isdir(folder):
-        return None
-    steps = []
-    for name in os.listdir(folder):
-        match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)
-        if match and os.path.isfile(os.path.join(folder, name, TRAINER_STATE_NAME)):
-            steps.append((int(match.group(1)), name))
-    return os.path.join(folder, max(steps)[1]) if steps else None
-
-
-def _layer_weights_requested(args: DistillationArguments) -> bool:
-    return any(
-        getattr(args, name) > 0 for name in ("hidden_weight", "attention_weight", "embedding_weight", "emd_weight", "virt_weight")
-    )
-
-
-def unwrap_student(model: nn.Module) -> nn.Module:
-    """The hf_distill model under PEFT / DDP wrappers."""
-    while True:
-        if hasattr(model, "module") and isinstance(model.module, nn.Module):
-            model = model.module
-        elif hasattr(model, "get_base_model"):
-            model = model.get_base_model()
-        else:
-            return model
-
-
-class _LossParameterGradients(TrainerCallback):
-    """Gradients of loss-component parameters (projections): averaged across processes, cleared after each step.
-
-    They live outside the DDP-wrapped student, so DDP does not all-reduce them, and the Trainer
-    only zeroes the student's gradients.
-    """
-
-    def __init__(self, trainer: "DistillationTrainer"):
-        self.trainer = trainer
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        """Start every rank from rank 0's component parameters and buffers: DDP broadcasts only the student's,
-        and a projection initialised from each rank's RNG would otherwise differ from rank to rank."""
-        if self.trainer.accelerator.num_processes <= 1:
-            return
-        for tensor in [*self.trainer.loss_components.parameters(), *self.trainer.loss_components.buffers()]:
-            torch.distributed.broadcast(tensor.data, src=0)
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        if self.trainer.accelerator.num_processes <= 1:
-            return
-        for parameter in self.trainer.loss_components.parameters():
-            if parameter.grad is not None:
-                torch.distributed.all_reduce(parameter.grad, op=torch.distributed.ReduceOp.AVG)
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        self.trainer.loss_components.zero_grad(set_to_none=True)
+def _backbone_config(model: nn.Module):
+    config = unwrap_model(model).config
+    return getattr(config, "encoder", None) or config
 
 
 class DistillationTrainer(Trainer):
@@ -107,13 +60,14 @@ class DistillationTrainer(Trainer):
 
     Args:
         model: the student (`SiameseModel` or `CrossEncoderModel`, possibly PEFT-wrapped).
-        args: `DistillationArguments`.
+        args: `DistillationArguments`; its weights switch the registered loss components on
+            (`hf_distill.losses.registry`) and configure the annealing and cost-attention callbacks.
         teachers: one or several teachers (`PreTrainedModel`, PEFT model, or path). Omit them
             for plain fine-tuning, or when the datasets hold precomputed `teacher_logits_{k}`
-            columns (`add_teacher_logits`): then no teacher runs.
-        loss_components: extra loss components (hidden, attention, EMD, VIRT...): modules whose
-            forward(student_out, teacher_outs, batch) returns named terms.
-        term_weights: explicit weights by term name; they win over `DistillationArguments` (others default to 1).
+            columns (`add_teacher_logits`): then no teacher runs. Layer losses read the first teacher.
+        loss_components: extra `LossComponent`s (your own, or a registered one configured by hand,
+            which then replaces the one its weight argument would build).
+        term_weights: explicit weights by term name; they win over `DistillationArguments`.
         evaluators: callables `evaluator(model) -> dict[str, float]` run by `evaluate()` (STS, ranking).
         Everything else is passed to `Trainer`.
     """
@@ -133,102 +87,26 @@ class DistillationTrainer(Trainer):
         callbacks: list[TrainerCallback] | None = None,
         **kwargs,
     ):
-        if args is None:
-            args = DistillationArguments(output_dir="hf_distill_output")
-        if not isinstance(args, DistillationArguments):
-            raise ValueError(f"args={type(args).__name__} is not valid; give DistillationArguments.")
-        if model is None:
-            raise ValueError("model=None is not valid; give the student model.")
-        for name, value in (term_weights or {}).items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"term_weights[{name!r}]={value!r} is out of range; it must be >= 0 (a finite number).")
-        student = unwrap_student(model)
+        args = check_arguments(args, model)
+        self.term_weights = check_term_weights(term_weights)
+        student = unwrap_model(model)
         if not isinstance(student, (SiameseModel, CrossEncoderModel)):
             raise ValueError(f"model={type(student).__name__} is not valid; give a SiameseModel or CrossEncoderModel.")
-        # ---- teachers: offline columns, online models, or none (plain fine-tuning)
         columns = train_dataset.column_names if train_dataset is not None else []
-        self.offline_columns = teacher_logit_columns(columns) if columns else []
-        teachers = [] if teachers is None else list(teachers) if isinstance(teachers, (list, tuple)) else [teachers]
-        given_requires = set().union(*(getattr(c, "requires", set()) for c in loss_components))
-        wants_attention = bool(given_requires & {"query_key", "attentions"}) or any(
-            getattr(args, name) > 0 for name in ("attention_weight", "emd_weight", "virt_weight")
-        )
-        self.teachers = [load_teacher(t, "eager" if wants_attention else None) for t in teachers]
-
-        # ---- loss components: prediction loss, the given ones, and those the argument weights ask for
-        built = []
-        if _layer_weights_requested(args):
-            if not self.teachers:
-                raise ValueError(
-                    "hidden/attention/embedding/emd/virt weights > 0 need an online teacher (teachers=...): layer losses "
-                    "read the teacher's hidden states and attention, which precomputed logits do not carry."
-                )
-            built = components_from_arguments(
-                args, student.config.encoder, unwrap_student(self.teachers[0]).config.encoder, loss_components
-            )
-        self.loss_components = nn.ModuleList(
-            [PredictionLoss(args.temperature, args.teacher_reduction), *loss_components, *built]
-        )
-        self.requires = set().union(*(getattr(c, "requires", set()) for c in self.loss_components))
-        # Components with `requires_alignment = True` (VIRT) read the collator's token alignment.
-        self.requires_alignment = any(getattr(c, "requires_alignment", False) for c in self.loss_components)
-        self.term_weights = dict(term_weights or {})
-        self.evaluators = list(evaluators)
-        self.run_teachers_online = bool(self.teachers) and (not self.offline_columns or bool(self.requires))
-        head_reduction = any(getattr(c, "head_reduction", None) for c in self.loss_components)
-        for k, teacher in enumerate(self.teachers):
-            check_layer_distillation(student, unwrap_student(teacher), self.requires, k, head_reduction)
-        self._check_teachers(student)
-
-        # ---- data: tokenise each view on the fly
-        tokenizer = processing_class if processing_class is not None else student.tokenizer
-        text_columns = tuple(args.text_columns) if args.text_columns else (infer_text_columns(columns) if columns else None)
+        self.offline_columns = logits_columns(columns)
+        self.teachers = self._load_teachers(teachers, args, loss_components)
+        self._build_loss_components(args, student, loss_components)
         self._has_labels = train_dataset is None or args.label_column in columns
-        hard, soft = args.prediction_weights(0.0 if args.annealing == "linear" else None)
-        if (hard > 0 or args.annealing == "linear") and not self._has_labels:
-            raise ValueError(
-                f"label_column={args.label_column!r} is not in the training set (columns {columns}), but the hard "
-                "loss needs gold labels; set alpha=1 / hard_weight=0 (no annealing) or give a labelled set."
-            )
-        if not self.teachers and not self.offline_columns and (args.soft_weight or 0) > 0:
-            raise ValueError(f"soft_weight={args.soft_weight} but no teachers and no teacher_logits_* columns were given.")
+        self._check_prediction_inputs(args, columns)
+        tokenizer = processing_class if processing_class is not None else student.tokenizer
         if data_collator is None:
-            if tokenizer is None or text_columns is None:
-                raise ValueError("the student carries no tokenizer and no data_collator was given; give processing_class.")
-            data_collator = PairCollator(
-                tokenizer=tokenizer,
-                siamese=isinstance(student, SiameseModel),
-                text_columns=text_columns,
-                teacher_tokenizers=[self._teacher_tokenizer(t) for t in self.teachers] if self.run_teachers_online else [],
-                label_column=args.label_column if self._has_labels else None,
-                label2id=student.config.label2id,
-                regression=student.config.num_labels == 1,
-                label_scale=args.label_scale,
-                max_length=args.max_length,
-                teacher_logit_columns=self.offline_columns if not self.run_teachers_online else [],
-                virt_alignment=self.requires_alignment,
-            )
+            data_collator = self._default_collator(args, student, tokenizer, columns)
         for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
-            self._check_columns(name, dataset, data_collator)
-
-        callbacks = list(callbacks or [])
-        if args.annealing == "linear":
-            callbacks.append(TeacherAnnealingCallback(args.annealing))
-        if any(hasattr(c, "update_weights") for c in self.loss_components) and not any(
-            isinstance(c, CostAttentionCallback) for c in callbacks
-        ):
-            callbacks.append(CostAttentionCallback(
-                args.emd_temperature, args.emd_update, args.emd_separate_weights, smooth=args.emd_smooth_weights
-            ))
+            check_columns(name, dataset, data_collator)
+        self.evaluators = list(evaluators)
         super().__init__(
-            model=model,
-            args=args,
-            data_collator=data_collator,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=tokenizer,
-            callbacks=callbacks,
-            **kwargs,
+            model=model, args=args, data_collator=data_collator, train_dataset=train_dataset, eval_dataset=eval_dataset,
+            processing_class=tokenizer, callbacks=self._distillation_callbacks(args, callbacks), **kwargs,
         )
         # Our compute_loss returns a per-batch mean: the Trainer must scale it for accumulation.
         self.model_accepts_loss_kwargs = False
@@ -237,12 +115,94 @@ class DistillationTrainer(Trainer):
         for teacher in self.teachers:
             freeze_teacher(teacher, self.args.device, self.args.teacher_dtype)
         self.loss_components.to(self.args.device)
-        self.add_callback(_LossParameterGradients(self))
+        self.add_callback(LossParameterSync(self))
         self.model_card_data = DistillationModelCardData()  # what the card cannot infer (license, speed...)
         self.add_callback(ModelCardCallback(self))
         self._bind_callbacks()
         self._term_sums: dict[str, torch.Tensor] = {}
-        self._term_count = 0
+        self._term_counts: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ building
+    def _load_teachers(self, teachers, args: DistillationArguments, given: Sequence[nn.Module]) -> list:
+        """Teachers as models; the first one (which layer losses read) eager when attention is compared."""
+        teachers = [] if teachers is None else list(teachers) if isinstance(teachers, (list, tuple)) else [teachers]
+        wanted = [*given, *requested_components(args, self.term_weights)]
+        needs = set().union(*(getattr(c, "requires", set()) for c in wanted))
+        eager = "eager" if needs & _ATTENTION_NEEDS else None
+        return [load_teacher(t, eager if k == 0 else None) for k, t in enumerate(teachers)]
+
+    def _build_loss_components(self, args: DistillationArguments, student: nn.Module, given: Sequence[nn.Module]) -> None:
+        """The prediction loss, the given components and those the argument weights switch on; their needs."""
+        teacher_config = _backbone_config(self.teachers[0]) if self.teachers else None
+        built = build_components(args, student.config.encoder, teacher_config, given, self.term_weights)
+        layer_losses = [c for c in [*given, *built] if getattr(c, "layer_outputs", False)]
+        self.run_teachers_online = bool(self.teachers) and (not self.offline_columns or bool(layer_losses))
+        if self.offline_columns and self.teachers and layer_losses:
+            warnings.warn(
+                f"train_dataset has precomputed {', '.join(self.offline_columns)}, but the layer losses "
+                f"({', '.join(type(c).__name__ for c in layer_losses)}) need the teachers online: the columns are "
+                "ignored and the teachers run every step (drop the columns, or the layer weights, to silence this).",
+                UserWarning, stacklevel=3,
+            )
+        count = len(self.teachers) if self.run_teachers_online else len(self.offline_columns)
+        prediction = PredictionLoss(args.temperature, args.teacher_reduction, num_teachers=max(count, 1))
+        self.loss_components = nn.ModuleList([prediction, *given, *built])
+        declared = declared_terms(self.loss_components)  # also refuses a term name owned by two components
+        groups = {term.group for term, _ in declared.values() if term.group}
+        check_term_weights(self.term_weights, [*declared, *groups])
+        self.requires = set().union(*(c.requires for c in self.loss_components))
+        self.requires_alignment = any(c.requires_alignment for c in self.loss_components)
+        if layer_losses and self.teachers:
+            head_reduction = any(getattr(c, "head_reduction", None) for c in self.loss_components)
+            check_layer_distillation(student, unwrap_model(self.teachers[0]), self.requires, 0, head_reduction)
+        check_teacher_labels(student, self.teachers)
+
+    def _check_prediction_inputs(self, args: DistillationArguments, columns: list[str]) -> None:
+        hard, _ = args.prediction_weights(0.0 if args.annealing == "linear" else None)
+        if (hard > 0 or args.annealing == "linear") and not self._has_labels:
+            raise ValueError(
+                f"label_column={args.label_column!r} is not in the training set (columns {columns}), but the hard "
+                "loss needs gold labels; set alpha=1 / hard_weight=0 (no annealing) or give a labelled set."
+            )
+        if not self.teachers and not self.offline_columns and (args.soft_weight or 0) > 0:
+            raise ValueError(f"soft_weight={args.soft_weight} but no teachers and no teacher_logits_* columns were given.")
+
+    def _default_collator(self, args: DistillationArguments, student: nn.Module, tokenizer, columns: list[str]):
+        """A `PairCollator` tokenising the student's view and each online teacher's own view on the fly."""
+        text_columns = tuple(args.text_columns) if args.text_columns else (infer_text_columns(columns) if columns else None)
+        if tokenizer is None or text_columns is None:
+            raise ValueError("the student carries no tokenizer and no data_collator was given; give processing_class.")
+        online = self.run_teachers_online
+        return PairCollator(
+            tokenizer=tokenizer,
+            siamese=isinstance(student, SiameseModel),
+            text_columns=text_columns,
+            teacher_tokenizers=[self._teacher_tokenizer(t) for t in self.teachers] if online else [],
+            label_column=args.label_column if self._has_labels else None,
+            label2id=student.config.label2id,
+            regression=student.config.num_labels == 1,
+            label_scale=args.label_scale,
+            max_length=args.max_length,
+            teacher_logit_columns=self.offline_columns if not online else [],
+            virt_alignment=self.requires_alignment,
+        )
+
+    def _distillation_callbacks(self, args: DistillationArguments, callbacks) -> list[TrainerCallback]:
+        """The given callbacks plus annealing and cost attention, built from the arguments."""
+        callbacks = list(callbacks or [])
+        for callback in callbacks:
+            if isinstance(callback, (TeacherAnnealingCallback, CostAttentionCallback)):
+                raise ValueError(
+                    f"callbacks=[{type(callback).__name__}(...)] is not valid: the trainer builds it from the arguments "
+                    "(annealing; emd_temperature, emd_update, emd_separate_weights, emd_smooth_weights); set those instead."
+                )
+        if args.annealing == "linear":
+            callbacks.append(TeacherAnnealingCallback(args.annealing))
+        if any(hasattr(c, "update_weights") for c in self.loss_components):
+            callbacks.append(CostAttentionCallback(
+                args.emd_temperature, args.emd_update, args.emd_separate_weights, smooth=args.emd_smooth_weights
+            ))
+        return callbacks
 
     def _bind_callbacks(self) -> None:
         """Give cost-attention callbacks the EMD components (again after a resume re-creates them)."""
@@ -254,48 +214,12 @@ class DistillationTrainer(Trainer):
         super()._load_callback_state()
         self._bind_callbacks()
 
-    # ------------------------------------------------------------------ checks
     @staticmethod
     def _teacher_tokenizer(teacher: nn.Module):
-        tokenizer = getattr(unwrap_student(teacher), "tokenizer", None)
+        tokenizer = getattr(unwrap_model(teacher), "tokenizer", None)
         if tokenizer is None:
             raise ValueError(f"teacher {type(teacher).__name__} carries no tokenizer; set teacher.tokenizer.")
         return tokenizer
-
-    def _check_teachers(self, student: nn.Module) -> None:
-        for k, teacher in enumerate(self.teachers):
-            config = unwrap_student(teacher).config
-            if student.config.num_labels != config.num_labels:
-                raise ValueError(
-                    f"teachers[{k}].num_labels={config.num_labels} differs from the student's "
-                    f"num_labels={student.config.num_labels}; they must predict the same labels."
-                )
-            if config.num_labels > 1 and student.config.label2id and config.label2id:
-                if dict(student.config.label2id) != dict(config.label2id):
-                    raise ValueError(
-                        f"teachers[{k}].label2id={dict(config.label2id)} differs from the student's "
-                        f"label2id={dict(student.config.label2id)}; align the label names and ids."
-                    )
-
-    @staticmethod
-    def _check_columns(name: str, dataset, collator: PairCollator) -> None:
-        if dataset is None:
-            return
-        datasets = dataset.items() if isinstance(dataset, dict) else [(None, dataset)]  # dict / DatasetDict: each part
-        for key, part in datasets:
-            where = f"{name}_dataset" + (f"[{key!r}]" if key is not None else "")
-            if hasattr(part, "__len__") and len(part) == 0:
-                raise ValueError(f"{where} is empty (0 rows); give at least one example.")
-            if not isinstance(collator, PairCollator) or not hasattr(part, "column_names"):
-                continue
-            missing = [c for c in collator.text_columns if c not in part.column_names]
-            if missing:
-                raise ValueError(
-                    f"text_columns={list(collator.text_columns)} not found in the {name} dataset: missing {missing}; "
-                    f"its columns are {part.column_names}."
-                )
-            if collator.label_column:
-                check_labels(name, part, collator.label_column, collator.label2id, collator.regression)
 
     # ------------------------------------------------------------------ the step
     def _annealing_lambda(self) -> float | None:
@@ -307,32 +231,29 @@ class DistillationTrainer(Trainer):
     def _teacher_outputs(self, inputs: dict[str, torch.Tensor]) -> list:
         """Teacher outputs for this batch: precomputed logits, or online forwards without autograd.
 
-        `torch.no_grad`, not `inference_mode`: inference tensors cannot be saved for backward, so
-        every output a loss reads would need a copy (151 MB of queries and keys per VIRT step at
-        batch 16 and 2 x 128 tokens); frozen teacher outputs under no_grad are used as they are.
+        Only the first teacher returns layer outputs (hidden states, queries/keys): layer losses
+        read it alone. `torch.no_grad`, not `inference_mode`: inference tensors cannot be saved for
+        backward, so every output a loss reads would need a copy; frozen outputs are used as they are.
         """
         if not self.run_teachers_online:
             return [TeacherLogits(inputs[column]) for column in self.offline_columns if column in inputs]
-        wants = dict(
+        layers = dict(
             output_hidden_states="hidden_states" in self.requires,
             output_attentions="attentions" in self.requires,
         )
         if "query_key" in self.requires:
-            wants["output_query_key"] = True
+            layers["output_query_key"] = True
         outputs = []
         for k, teacher in enumerate(self.teachers):
-            prefix = f"{TEACHER_PREFIX}{k}_"
-            view = {key[len(prefix) :]: value for key, value in inputs.items() if key.startswith(prefix)}
             with torch.no_grad():
-                outputs.append(teacher(**view, **wants))
+                outputs.append(teacher(**teacher_view(inputs, k), **(layers if k == 0 else {})))
         return outputs
 
     def loss_terms(self, model, inputs) -> tuple[dict[str, torch.Tensor], object, list]:
         """Every loss component's named terms for one batch, unweighted, with the student's and the
         teachers' outputs: what `compute_loss` weights and sums (and what a diagnostic can inspect)."""
-        student_inputs = {k: v for k, v in inputs.items() if not k.startswith(TEACHER_PREFIX)}
         student_out = model(
-            **student_inputs,
+            **student_view(inputs, labels=False),
             output_hidden_states="hidden_states" in self.requires,
             output_attentions="attentions" in self.requires,
             output_query_key="query_key" in self.requires,
@@ -340,61 +261,52 @@ class DistillationTrainer(Trainer):
         teacher_outs = self._teacher_outputs(inputs)
         terms: dict[str, torch.Tensor] = {}
         for component in self.loss_components:
-            terms.update(component(student_out, teacher_outs, inputs))
+            returned = component(student_out, teacher_outs, inputs)
+            check_returned_terms(component, returned)
+            terms.update(returned)
         return terms, student_out, teacher_outs
+
+    def term_weights_now(self, has_teachers: bool = True) -> dict[str, float]:
+        """The weight of every declared term at this step (`resolve_weights`: the card reads the same)."""
+        return resolve_weights(self.loss_components, self.args, self.term_weights, self._annealing_lambda(), has_teachers)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         terms, student_out, teacher_outs = self.loss_terms(model, inputs)
-        weights = self._weights(terms, has_teachers=bool(teacher_outs))
-        loss = sum(weights[name] * value for name, value in terms.items() if name in weights)
+        weights = self.term_weights_now(has_teachers=bool(teacher_outs))
+        loss = sum(weights[name] * value for name, value in terms.items())
         self._check_finite(terms, loss)
         if model.training:
-            self._record(terms, weights)
+            self._record(terms)
         return (loss, student_out) if return_outputs else loss
 
-    def _weights(self, terms: dict[str, torch.Tensor], has_teachers: bool) -> dict[str, float]:
-        """The weight of every term in the total (per-teacher `soft_k` terms are logged, not added)."""
-        annealing_lambda = self._annealing_lambda()
-        hard, soft = self.args.prediction_weights(annealing_lambda)
-        if not has_teachers:
-            hard, soft = 1.0, 0.0  # plain fine-tuning: the ordinary task loss
-        weights = {"hard": hard, "soft": soft}
-        for name in terms:
-            if name in self.term_weights:
-                weights[name] = self.term_weights[name]
-            elif name in TERM_WEIGHT_FIELDS:
-                weights[name] = getattr(self.args, TERM_WEIGHT_FIELDS[name])
-            elif name not in weights and not name.startswith("soft_"):
-                weights[name] = 1.0
-        return weights
-
-    def _check_finite(self, terms: dict[str, torch.Tensor], loss: torch.Tensor) -> None:
-        if torch.isfinite(loss.detach()).all():
+    def _check_finite(self, terms: dict[str, torch.Tensor], loss) -> None:
+        if torch.isfinite(torch.as_tensor(loss).detach()).all():
             return
         bad = [name for name, value in terms.items() if not torch.isfinite(value.detach()).all()]
         raise FloatingPointError(
-            f"non-finite loss {loss.item()} at step {self.state.global_step}; non-finite terms: {bad or 'none (sum overflow)'}."
+            f"non-finite loss {float(torch.as_tensor(loss).detach())} at step {self.state.global_step}; non-finite terms: {bad or 'none (sum overflow)'}."
         )
 
     # ------------------------------------------------------------------ logging
-    def _record(self, terms: dict[str, torch.Tensor], weights: dict[str, float]) -> None:
-        for name, value in terms.items():
-            self._term_sums[name] = self._term_sums.get(name, 0.0) + value.detach().float()
+    def _record(self, terms: dict[str, torch.Tensor]) -> None:
+        values = {name: value.detach().float() for name, value in terms.items()}
         annealing_lambda = self._annealing_lambda()
         if annealing_lambda is not None:
-            self._term_sums["lambda"] = self._term_sums.get("lambda", 0.0) + torch.tensor(annealing_lambda)
-        self._term_count += 1
+            values["lambda"] = torch.tensor(annealing_lambda)
+        for name, value in values.items():
+            self._term_sums[name] = self._term_sums.get(name, 0.0) + value
+            self._term_counts[name] = self._term_counts.get(name, 0) + 1
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
-        """Add the mean of every loss term since the last log (over steps and accumulation, across ranks)."""
-        if "loss" in logs and self._term_count:
-            names = sorted(self._term_sums)
-            means = torch.stack([torch.as_tensor(self._term_sums[n], device=self.args.device) for n in names])
-            means = means / self._term_count
+        """Add the mean of every loss term since the last log (over the steps that had it, pooled across ranks)."""
+        if "loss" in logs and self._term_counts:
+            names = sorted({*declared_terms(self.loss_components), *self._term_sums})  # the same list on every rank
+            sums = torch.stack([torch.as_tensor(self._term_sums.get(n, 0.0), device=self.args.device).float() for n in names])
+            counts = torch.tensor([float(self._term_counts.get(n, 0)) for n in names], device=self.args.device)
             if self.accelerator.num_processes > 1:
-                means = self.accelerator.reduce(means, reduction="mean")
-            logs.update({name: round(float(value), 6) for name, value in zip(names, means)})
-            self._term_sums, self._term_count = {}, 0
+                sums, counts = self.accelerator.reduce(sums, reduction="sum"), self.accelerator.reduce(counts, reduction="sum")
+            logs.update({n: round(float(s / c), 6) for n, s, c in zip(names, sums, counts) if c > 0})
+            self._term_sums, self._term_counts = {}, {}
             for component in self.loss_components:
                 if hasattr(component, "layer_weights"):
                     for key, weights in component.layer_weights().items():
@@ -413,22 +325,14 @@ class DistillationTrainer(Trainer):
 
     def distillation_state(self) -> dict[str, torch.Tensor]:
         """Parameters and buffers of every loss component (projections, EMD layer weights)."""
-        return {k: v.detach().cpu().contiguous() for k, v in self.loss_components.state_dict().items()}
+        return distillation_state(self.loss_components)
 
     def _save_checkpoint(self, model, trial):
-        """The distillation state first (atomically), then the Trainer's checkpoint, `trainer_state.json` last.
-
-        A checkpoint folder is complete once `trainer_state.json` is in it; by then its
-        `distillation_state.safetensors` is complete too (temp file + `os.replace`), so a crash while
-        saving never leaves a checkpoint whose extra state is missing or half written.
-        """
-        state = self.distillation_state()
-        if state and self.args.should_save:
+        """The distillation state first (atomically), then the Trainer's checkpoint, `trainer_state.json` last
+        (see `hf_distill.checkpointing`)."""
+        if self.args.should_save:
             folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-            os.makedirs(folder, exist_ok=True)
-            temporary = os.path.join(folder, DISTILLATION_STATE_NAME + ".tmp")
-            save_file(state, temporary)
-            os.replace(temporary, os.path.join(folder, DISTILLATION_STATE_NAME))
+            save_distillation_state(self.loss_components, folder)
         self._saving_checkpoint = True  # save_model: keep PEFT adapters unmerged, no model card
         try:
             super()._save_checkpoint(model, trial)
@@ -438,32 +342,12 @@ class DistillationTrainer(Trainer):
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """`Trainer.train`; `resume_from_checkpoint=True` picks the last *complete* checkpoint (one with
         `trainer_state.json`), skipping a folder left half written by a crash while saving."""
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(
-                    f"resume_from_checkpoint=True but output_dir={self.args.output_dir!r} holds no complete checkpoint "
-                    f"(a {PREFIX_CHECKPOINT_DIR}-N folder with {TRAINER_STATE_NAME}); give a checkpoint path or start afresh."
-                )
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+        return super().train(resolve_resume(resume_from_checkpoint, self.args.output_dir), *args, **kwargs)
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
-        if not os.path.isfile(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME)):
-            previous = last_complete_checkpoint(os.path.dirname(os.path.abspath(resume_from_checkpoint)))
-            raise ValueError(
-                f"resume_from_checkpoint={str(resume_from_checkpoint)!r} is incomplete: it has no {TRAINER_STATE_NAME} "
-                "(the run stopped while saving it). Resume from a complete checkpoint"
-                + (f", e.g. {previous!r}" if previous else "")
-                + " (resume_from_checkpoint=True picks the last complete one)."
-            )
+        check_complete(resume_from_checkpoint)
         super()._load_from_checkpoint(resume_from_checkpoint, model)
-        path = os.path.join(resume_from_checkpoint, DISTILLATION_STATE_NAME)
-        if os.path.exists(path):
-            self.loss_components.load_state_dict(load_file(path, device=str(self.args.device)))
-        elif self.distillation_state():
-            raise FileNotFoundError(
-                f"{path} is missing: the checkpoint has no distillation state (projections, EMD weights) to resume."
-            )
+        load_distillation_state(self.loss_components, resume_from_checkpoint, str(self.args.device))
 
     # ------------------------------------------------------------------ final save, model card, Hub
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
@@ -474,13 +358,13 @@ class DistillationTrainer(Trainer):
         """
         output_dir = output_dir if output_dir is not None else self.args.output_dir
         final = not getattr(self, "_saving_checkpoint", False)
-        merge = final and self.args.merge_adapters_on_save and _is_peft(self.accelerator.unwrap_model(self.model))
+        merge = final and self.args.merge_adapters_on_save and is_peft(self.accelerator.unwrap_model(self.model))
         if merge:
             self._save_merged_student(output_dir)
         else:
             super().save_model(output_dir, _internal_call=True)
         if final and self.args.should_save:
-            adapter_only = _is_peft(self.accelerator.unwrap_model(self.model)) and not merge
+            adapter_only = is_peft(self.accelerator.unwrap_model(self.model)) and not merge
             write_card_on_save(self, output_dir, adapter_only)  # README.md (+ speed when asked), refreshed by later evals
         if self.args.push_to_hub and not _internal_call:
             self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
@@ -531,13 +415,12 @@ class DistillationTrainer(Trainer):
             datasets=dataset if dataset is not None else dataset_tags, **card_fields,
         )
         merged = self.args.merge_adapters_on_save
-        write_model_card(self, self.args.output_dir, adapter_only=_is_peft(self.accelerator.unwrap_model(self.model)) and not merged)
+        write_model_card(self, self.args.output_dir, adapter_only=is_peft(self.accelerator.unwrap_model(self.model)) and not merged)
 
     # ------------------------------------------------------------------ evaluation
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         """Student only: task loss and logits (teachers do not run during evaluation)."""
-        inputs = self._prepare_inputs({k: v for k, v in inputs.items() if not k.startswith(TEACHER_PREFIX)})
-        inputs = {k: v for k, v in inputs.items() if not k.startswith("teacher_logits_")}
+        inputs = self._prepare_inputs(student_view(inputs))
         with torch.no_grad():
             out = model(**inputs)
         loss = out.loss.detach() if out.loss is not None else None
@@ -551,7 +434,7 @@ class DistillationTrainer(Trainer):
         if eval_dataset is not None or self.eval_dataset is not None:
             metrics = super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
         if self.evaluators:
-            student = unwrap_student(self.model)
+            student = unwrap_model(self.model)
             extra = {}
             for evaluator in self.evaluators:
                 extra.update({f"{metric_key_prefix}_{k}": v for k, v in evaluator(student).items()})
@@ -560,7 +443,3 @@ class DistillationTrainer(Trainer):
             metrics.update(extra)
         return metrics
 
-
-def _is_peft(model: nn.Module) -> bool:
-    """A PEFT model (LoRA...) with adapters that can be merged."""
-    return hasattr(model, "peft_config") and hasattr(model, "merge_and_unload")

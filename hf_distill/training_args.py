@@ -7,11 +7,13 @@ with an error that names the field, the value and what would be valid.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 
 from transformers import TrainingArguments
 
 from .losses.logits import REDUCTIONS
+from .losses.registry import switch_arguments
+from .mapping import parse_layer_mapping
 from .teachers import TEACHER_DTYPES
 
 ANNEALING = ("none", "linear")
@@ -32,8 +34,18 @@ def _check_range(name: str, value, low: float, high: float | None = None, low_op
         raise ValueError(f"{name}={value!r} is out of range; it must be {bound} (a finite number).")
 
 
+# One weight field per registered loss component (`hf_distill.losses.registry`): hidden_weight,
+# attention_weight, embedding_weight, emd_weight, virt_weight, ... each 0 (off) by default.
+LossWeightArguments = make_dataclass(
+    "LossWeightArguments",
+    [(name, float, field(default=0.0, metadata={"help": help})) for name, help in switch_arguments().items()],
+    namespace={"__doc__": "The weight arguments of the registered loss components (each > 0 switches one on)."},
+)
+LossWeightArguments.__module__ = __name__
+
+
 @dataclass
-class DistillationArguments(TrainingArguments):
+class DistillationArguments(LossWeightArguments, TrainingArguments):
     """Training arguments for `DistillationTrainer` (all `TrainingArguments` fields plus these)."""
 
     # ---------------------------------------------------------------- prediction-level
@@ -74,9 +86,6 @@ class DistillationArguments(TrainingArguments):
     )
     max_length: int = field(default=128, metadata={"help": "Truncation length (tokens, >= 8) of every tokenised view."})
     # ---------------------------------------------------------------- intermediate layers
-    hidden_weight: float = field(default=0.0, metadata={"help": "Weight (>= 0) of the hidden-state MSE loss."})
-    attention_weight: float = field(default=0.0, metadata={"help": "Weight (>= 0) of the attention loss."})
-    embedding_weight: float = field(default=0.0, metadata={"help": "Weight (>= 0) of the embedding-layer MSE loss."})
     attention_loss: str = field(
         default="mse", metadata={"help": "Attention loss: 'mse' on pre-softmax scores (TinyBERT) or 'kl' on probabilities."}
     )
@@ -88,7 +97,6 @@ class DistillationArguments(TrainingArguments):
         default=True, metadata={"help": "One hidden-state projection W_h for all layers (True) or one per layer."}
     )
     # ---------------------------------------------------------------- BERT-EMD
-    emd_weight: float = field(default=0.0, metadata={"help": "beta (>= 0): weight of the EMD hidden/attention/embedding losses."})
     emd_temperature: float = field(
         default=1.0, metadata={"help": "Temperature (> 0) of the softmax in the cost-attention weight update."}
     )
@@ -114,7 +122,6 @@ class DistillationArguments(TrainingArguments):
         },
     )
     # ---------------------------------------------------------------- VIRT
-    virt_weight: float = field(default=0.0, metadata={"help": "alpha of VIRT (>= 0): weight of the virtual-interaction loss."})
     # ---------------------------------------------------------------- saving and the model card
     merge_adapters_on_save: bool = field(
         default=False,
@@ -149,9 +156,10 @@ class DistillationArguments(TrainingArguments):
             raise ValueError(f"text_columns={self.text_columns!r} is not valid; give exactly two column names.")
         _check_range("label_scale", self.label_scale, 0.0, low_open=True)
         _check_range("max_length", self.max_length, 8)
-        for name in ("hidden_weight", "attention_weight", "embedding_weight", "emd_weight", "virt_weight"):
+        for name in switch_arguments():
             _check_range(name, getattr(self, name), 0.0)
         _check_choice("attention_loss", self.attention_loss, ATTENTION_LOSSES)
+        parse_layer_mapping(self.layer_mapping)
         _check_range("emd_temperature", self.emd_temperature, 0.0, low_open=True)
         _check_choice("emd_update", self.emd_update, EMD_UPDATES)
         for name in ("merge_adapters_on_save", "measure_speed_on_save"):

@@ -206,7 +206,7 @@ def test_crash_after_extra_state_before_trainer_state(tmp_path, monkeypatch, uni
 
 def test_crash_while_writing_the_extra_state(tmp_path, monkeypatch, uninterrupted):
     """Killed half way through writing distillation_state: no checkpoint ever shows a partial file."""
-    import hf_distill.trainer as trainer_module
+    import hf_distill.checkpointing as trainer_module
 
     original = trainer_module.save_file
 

@@ -106,7 +106,7 @@ def test_dvbert_two_teachers_offline_with_annealing(tmp_path, tiny_tokenizer):
     history = trainer.state.log_history
     # Annealing hands the loss from the teachers to the labels: soft terms fall while they lead
     # (lambda < 0.5), the hard term falls over the run.
-    for term in ("soft", "soft_0", "soft_1"):
+    for term in ("soft_0", "soft_1"):
         assert falls([e for e in history if e.get("lambda", 1.0) < 0.5], term), term
     assert falls(history, "hard")
     lambdas = [e["lambda"] for e in trainer.state.log_history if "lambda" in e]
@@ -184,3 +184,61 @@ def test_virt_preset_terms_fall(tmp_path, tiny_tokenizer):
     trainer = method.trainer(args, train_dataset=pair_dataset(16))
     trainer.train()
     assert falls(trainer.state.log_history, "virt")
+
+
+def _trainer(method, tmp_path, **overrides):
+    args = method.arguments(output_dir=str(tmp_path), max_steps=1, **{**TRAINING, **overrides})
+    return method.trainer(args, train_dataset=pair_dataset(8))
+
+
+def _callbacks(trainer, kind):
+    return [c for c in trainer.callback_handler.callbacks if isinstance(c, kind)]
+
+
+def test_overriding_bert_emd_arguments_changes_the_built_callback(tmp_path, tiny_tokenizer):
+    method = bert_emd(make_cross_encoder(tiny_tokenizer, num_layers=4, seed=1), num_layers=2)
+    default = _callbacks(_trainer(method, tmp_path), CostAttentionCallback)
+    assert [(c.mode, c.temperature, c.smooth) for c in default] == [("softmax", 1.0, True)]
+    changed = _callbacks(_trainer(method, tmp_path, emd_update="normalize", emd_temperature=5.0), CostAttentionCallback)
+    assert [(c.mode, c.temperature) for c in changed] == [("normalize", 5.0)]
+    assert not any(isinstance(c, EMDLayerLoss) for c in _trainer(method, tmp_path, emd_weight=0.0).loss_components)
+
+
+def test_two_trainers_from_one_preset_share_no_component(tmp_path, tiny_tokenizer):
+    method = bert_emd(make_cross_encoder(tiny_tokenizer, num_layers=4, seed=1), num_layers=2)
+    first, second = _trainer(method, tmp_path), _trainer(method, tmp_path)
+    emd = [next(c for c in t.loss_components if isinstance(c, EMDLayerLoss)) for t in (first, second)]
+    assert emd[0] is not emd[1]
+    with torch.no_grad():
+        emd[0].hidden_student_weights.fill_(0.9)
+    assert emd[1].hidden_student_weights.tolist() == [0.5, 0.5]
+
+
+def test_overriding_virt_weight_and_temperature_changes_the_loss(tmp_path, tiny_tokenizer):
+    from hf_distill.losses import VirtualInteractionLoss
+
+    teacher = make_cross_encoder(tiny_tokenizer, num_layers=2, seed=1)
+    method = virt(teacher, make_siamese(tiny_tokenizer, num_labels=2))
+    assert _trainer(method, tmp_path, virt_weight=0.25).term_weights_now()["virt"] == 0.25
+    assert not any(isinstance(c, VirtualInteractionLoss) for c in _trainer(method, tmp_path, virt_weight=0.0).loss_components)
+    tinybert = simplified_tinybert(make_cross_encoder(tiny_tokenizer, num_layers=4, seed=1), num_layers=2, temperature=5.0)
+    assert _trainer(tinybert, tmp_path).loss_components[0].temperature == 5.0
+    assert _trainer(tinybert, tmp_path, temperature=2.0).loss_components[0].temperature == 2.0
+
+
+def test_overriding_dvbert_annealing_removes_the_annealing_callback(tmp_path, tiny_tokenizer):
+    from hf_distill.callbacks import TeacherAnnealingCallback
+
+    teachers = [make_cross_encoder(tiny_tokenizer, num_layers=2, seed=1), make_cross_encoder(tiny_tokenizer, num_layers=2, seed=2)]
+    method = dvbert(make_siamese(tiny_tokenizer, num_labels=2), teachers, num_labels=2)
+    assert len(_callbacks(_trainer(method, tmp_path), TeacherAnnealingCallback)) == 1
+    plain = _trainer(method, tmp_path, annealing="none")
+    assert _callbacks(plain, TeacherAnnealingCallback) == []
+    assert plain.term_weights_now() == {"hard": 0.5, "soft_0": 0.5, "soft_1": 0.5}
+
+
+def test_a_preset_callback_given_by_hand_is_refused(tmp_path, tiny_tokenizer):
+    method = bert_emd(make_cross_encoder(tiny_tokenizer, num_layers=4, seed=1), num_layers=2)
+    args = method.arguments(output_dir=str(tmp_path), max_steps=1, **TRAINING)
+    with pytest.raises(ValueError, match=r"callbacks=\[CostAttentionCallback\(...\)\] is not valid: the trainer builds it"):
+        method.trainer(args, train_dataset=pair_dataset(8), callbacks=[CostAttentionCallback()])

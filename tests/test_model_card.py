@@ -107,7 +107,7 @@ def test_annealing_card_siamese_student_two_teachers(tmp_path, tiny_tokenizer):
         card, {"logit-distillation", "dvbert"}, [TEACHER_ID, "hf-distill-tests/tiny-teacher-2"], "sentence-similarity",
     )
     assert {"teacher-annealing", "bi-encoder"} <= set(card.data.tags)
-    assert "`L = λ·hard + (1 − λ)·soft`, with `λ = global_step / max_steps`" in card.text
+    assert "`L = λ·hard + (1 − λ)·soft_0 + (1 − λ)·soft_1`, with `λ = global_step / max_steps`" in card.text
     assert "sum over 2 teachers" in card.text and "| teacher 1 | hf-distill-tests/tiny-teacher-2 |" in card.text
     assert "model.encode(" in card.text
     _check_model_index(card, {"accuracy", "f1"})
@@ -170,7 +170,7 @@ def test_virt_and_offline_cards_without_training(tmp_path, tiny_tokenizer):
 
 
 def test_speed_is_reported_when_measured(tmp_path, tiny_tokenizer, monkeypatch):
-    import hf_distill.model_card as model_card_module
+    import hf_distill.model_card.callback as model_card_module
 
     teacher = _teacher(tiny_tokenizer)
     trainer = DistillationTrainer(
@@ -186,7 +186,7 @@ def test_speed_is_reported_when_measured(tmp_path, tiny_tokenizer, monkeypatch):
 
 
 def test_a_card_that_cannot_be_built_warns_and_the_student_is_saved(tmp_path, tiny_tokenizer, monkeypatch):
-    import hf_distill.model_card as model_card_module
+    import hf_distill.model_card.render as model_card_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("no card today")

@@ -298,3 +298,54 @@ def test_non_finite_loss_stops_training_naming_the_term(tmp_path, teacher):
         student.head.out_proj.bias.fill_(float("nan"))
     with pytest.raises(FloatingPointError, match=r"step 0.*\['hard', 'soft'\]"):
         trainer.compute_loss(student, batch)
+
+
+def _other_teacher(tmp_path, seed: int = 3):
+    """A cross-encoder teacher with its own tokenizer (another id order) and another width and head count."""
+    from transformers import BertTokenizerFast
+
+    from hf_distill import CrossEncoderConfig, CrossEncoderModel
+    from tests.conftest import SPECIAL_TOKENS, TINY_VOCAB, make_bert_config, seed_everything
+
+    vocab = tmp_path / "other_vocab.txt"
+    vocab.write_text("\n".join(SPECIAL_TOKENS + [t for t in reversed(TINY_VOCAB) if t not in SPECIAL_TOKENS]) + "\n")
+    seed_everything(seed)
+    config = CrossEncoderConfig(
+        encoder=make_bert_config(2, hidden_size=48, num_attention_heads=3).to_dict(), attn_implementation="sdpa",
+        num_labels=2, classifier_dropout=0.0,
+    )
+    teacher = CrossEncoderModel(config).eval()
+    teacher.tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True, model_max_length=64)
+    return teacher
+
+
+def test_dvbert_two_teachers_with_virt_trains_layer_losses_reading_the_first_teacher_only(tmp_path, tiny_tokenizer):
+    """VIRT reads teacher 0 only: a second teacher with another tokenizer, width and heads gives logits alone."""
+    from tests.conftest import make_siamese
+
+    first = make_cross_encoder(tiny_tokenizer, num_layers=2, seed=1)
+    second = _other_teacher(tmp_path)
+    student = make_siamese(tiny_tokenizer, num_labels=2)
+    args = make_args(tmp_path, annealing="linear", virt_weight=1.0, max_steps=3)
+    trainer = DistillationTrainer(model=student, args=args, teachers=[first, second], train_dataset=pair_dataset(16))
+    batch = trainer._prepare_inputs(trainer.data_collator([pair_dataset(16)[i] for i in range(4)]))
+    outputs = trainer._teacher_outputs(batch)
+    assert outputs[0].query_states is not None and getattr(outputs[1], "query_states", None) is None
+    trainer.train()
+    logged = [e for e in trainer.state.log_history if "virt" in e]
+    assert len(logged) == 3 and all(k in logged[0] for k in ("hard", "soft_0", "soft_1", "lambda"))
+
+
+def test_precomputed_logits_ignored_by_layer_losses_say_so(tmp_path, tiny_tokenizer):
+    teacher = make_cross_encoder(tiny_tokenizer, num_layers=2, seed=1)
+    data = add_teacher_logits(pair_dataset(8), teacher, ["sentence1", "sentence2"], max_length=24)
+    with pytest.warns(UserWarning, match=r"precomputed teacher_logits_0, but the layer losses \(HiddenStateLoss\) need the teachers online"):
+        trainer = DistillationTrainer(model=make_cross_encoder(tiny_tokenizer, 2, seed=2), args=make_args(tmp_path, hidden_weight=1.0),
+                                      teachers=teacher, train_dataset=data)
+    assert trainer.run_teachers_online
+
+
+@pytest.mark.parametrize("bad", ["unifrom", "1:2,2", "0:1", "1:x", "1:2,1:2"])
+def test_layer_mapping_strings_are_checked_in_the_arguments(tmp_path, bad):
+    with pytest.raises(ValueError, match=r"^layer_mapping=.* is not valid"):
+        make_args(tmp_path, layer_mapping=bad)

@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..mapping import LayerMapping, get_mapping
+from ..mapping import LayerMapping, get_mapping, parse_layer_mapping
+from .base import LossComponent, Term
 
 __all__ = [
     "ATTENTION_KINDS",
@@ -199,7 +200,7 @@ def _check_dim(tensor: torch.Tensor, expected: int, who: str, component: str) ->
 
 
 # ---------------------------------------------------------------------------- components
-class EmbeddingLoss(nn.Module):
+class EmbeddingLoss(LossComponent):
     """MSE between the projected student embedding output and the teacher's: term `embedding`.
 
         embedding = MSE(h^S_0 W_e, h^T_0) over real tokens and features
@@ -211,12 +212,21 @@ class EmbeddingLoss(nn.Module):
     Requirements: the same tokenizer for student and teacher (same positions); `hidden_states` from both.
     """
 
+    terms = (Term("embedding", "embedding_weight", "MSE between the projected student embedding output and the teacher's"),)
     requires: set[str] = {"hidden_states"}
+    layer_outputs = True
+    method = "tinybert"
+    switch = "embedding_weight"
+    switch_help = "Weight (>= 0) of the embedding-layer MSE loss (TinyBERT; BERT-EMD's beta on embeddings)."
 
     def __init__(self, student_dim: int, teacher_dim: int, projection: bool = True):
         super().__init__()
         self.student_dim, self.teacher_dim = student_dim, teacher_dim
         self.projection = make_projection(student_dim, teacher_dim, projection)
+
+    @classmethod
+    def from_arguments(cls, args, student_config, teacher_config) -> "EmbeddingLoss":
+        return cls(student_config.hidden_size, teacher_config.hidden_size)
 
     def forward(self, student_out, teacher_outs: Sequence, batch: dict) -> dict[str, torch.Tensor]:
         student = _hidden_states(student_out, "student", "EmbeddingLoss")[0]
@@ -226,7 +236,7 @@ class EmbeddingLoss(nn.Module):
         return {"embedding": masked_mse(self.projection(student), teacher, _attention_mask(batch))}
 
 
-class HiddenStateLoss(nn.Module):
+class HiddenStateLoss(LossComponent):
     """MSE between projected student hidden states and their mapped teacher layers: term `hidden`.
 
         hidden = (1 / |pairs|) * sum over (i, g(i)) of MSE(h^S_i W_h, h^T_g(i))   (real tokens only)
@@ -239,7 +249,21 @@ class HiddenStateLoss(nn.Module):
         projection: learn W_h (identity-initialised when sizes match); False uses none (equal sizes only).
     """
 
+    terms = (
+        Term("hidden", "hidden_weight", "MSE between projected student hidden states and the mapped teacher layers (real tokens only)"),
+    )
     requires: set[str] = {"hidden_states"}
+    layer_outputs = True
+    method = "tinybert"
+    switch = "hidden_weight"
+    switch_help = "Weight (>= 0) of the hidden-state MSE loss between mapped layers (TinyBERT)."
+
+    @classmethod
+    def from_arguments(cls, args, student_config, teacher_config) -> "HiddenStateLoss":
+        return cls(
+            student_config.hidden_size, teacher_config.hidden_size, student_config.num_hidden_layers,
+            parse_layer_mapping(args.layer_mapping), args.shared_projection,
+        )
 
     def __init__(
         self,
@@ -288,7 +312,7 @@ class HiddenStateLoss(nn.Module):
         return {"hidden": masked_mse(projected, targets, None if mask is None else mask.unsqueeze(0))}
 
 
-class AttentionLoss(nn.Module):
+class AttentionLoss(LossComponent):
     """Attention transfer between mapped layers: term `attention`.
 
     kind="mse" (TinyBERT): MSE of the pre-softmax scores Q K^T / sqrt(d_head), with padded
@@ -310,7 +334,20 @@ class AttentionLoss(nn.Module):
             "mse", probabilities for "kl").
     """
 
+    terms = (Term("attention", "attention_weight", "attention of mapped layers, averaged over heads and real tokens"),)
     requires: set[str] = {"query_key"}
+    layer_outputs = True
+    method = "tinybert"
+    switch = "attention_weight"
+    switch_help = "Weight (>= 0) of the attention loss between mapped layers (TinyBERT: MSE of scores; or KL)."
+
+    @classmethod
+    def from_arguments(cls, args, student_config, teacher_config) -> "AttentionLoss":
+        return cls(parse_layer_mapping(args.layer_mapping), kind=args.attention_loss)
+
+    def declared_terms(self) -> tuple[Term, ...]:
+        what = "pre-softmax attention scores (MSE)" if self.kind == "mse" else "attention distributions (KL)"
+        return (Term("attention", "attention_weight", f"{what} of mapped layers, averaged over heads and real tokens"),)
 
     def __init__(
         self,

@@ -5,7 +5,8 @@
     hard  = CE(z_S, y)  or  MSE(z_S, y)
     prediction loss = alpha * soft + (1 - alpha) * hard     (or lambda * hard + (1 - lambda) * soft, annealed)
 
-With K teachers the soft terms are reduced by `sum` (DvBERT) or `mean`.
+With K teachers the per-teacher soft terms are summed (DvBERT) or averaged. Rows without a gold
+label (augmented or transfer rows: class -100, score NaN) contribute only the soft terms.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+
+from .base import LossComponent, Term
 
 REDUCTIONS = ("sum", "mean")
 
@@ -36,27 +38,55 @@ def soft_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temper
     return kl * temperature**2
 
 
-def hard_loss(student_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Task loss against gold labels: cross-entropy, or MSE for a single output."""
+UNLABELLED_CLASS = -100  # the ignored index: a row without a gold class (augmented, transfer)
+
+
+def labelled_rows(labels: torch.Tensor) -> torch.Tensor:
+    """True for rows with a gold label: class ids other than -100, regression targets that are not NaN."""
+    return ~torch.isnan(labels) if labels.is_floating_point() else labels != UNLABELLED_CLASS
+
+
+def hard_loss(student_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+    """Task loss against gold labels, averaged over the labelled rows only (None when no row has a label).
+
+    Cross-entropy, or MSE for a single output. Rows without a gold label (class -100, score NaN)
+    are augmented or transfer rows: they learn from the teachers alone.
+    """
+    keep = labelled_rows(labels)
+    if not bool(keep.any()):
+        return None
     if student_logits.size(-1) == 1:
-        return F.mse_loss(student_logits.squeeze(-1).float(), labels.float())
-    return F.cross_entropy(student_logits.float(), labels.long())
+        return F.mse_loss(student_logits.squeeze(-1).float()[keep], labels.float()[keep])
+    return F.cross_entropy(student_logits.float()[keep], labels.long()[keep])
 
 
-class PredictionLoss(nn.Module):
-    """Soft and hard terms on the student's logits; the trainer weights them (alpha or annealed lambda).
+def _hard_weight(args, annealing_lambda: float | None, has_teachers: bool) -> float:
+    return args.prediction_weights(annealing_lambda)[0] if has_teachers else 1.0
 
-    Returns the terms `hard` (when labels are present), `soft` (reduced over teachers, when
-    teacher logits are present) and, with several teachers, `soft_0`, `soft_1`, ... per teacher.
+
+def _soft_weight(share: float):
+    def weight(args, annealing_lambda: float | None, has_teachers: bool) -> float:
+        return args.prediction_weights(annealing_lambda)[1] * share if has_teachers else 0.0
+
+    return weight
+
+
+class PredictionLoss(LossComponent):
+    """Soft and hard terms on the student's logits, weighted by alpha (or the annealed lambda).
+
+    Terms: `hard` (rows with a gold label; absent from a batch without any) and `soft` for one
+    teacher, or `soft_0`, `soft_1`, ... for several, each weighted by the soft weight (reduction
+    "sum", DvBERT) or the soft weight / K ("mean"), so their weighted sum is the combined soft loss.
 
     Args:
         temperature: tau > 0 softening both distributions.
         reduction: how K teachers' soft terms combine: "sum" (DvBERT) or "mean".
+        num_teachers: K, the number of teachers (online, or precomputed logit columns).
     """
 
-    requires: set[str] = set()
+    method = "logit_kd"
 
-    def __init__(self, temperature: float = 1.0, reduction: str = "sum"):
+    def __init__(self, temperature: float = 1.0, reduction: str = "sum", num_teachers: int = 1):
         super().__init__()
         if temperature <= 0:
             raise ValueError(f"temperature={temperature!r} must be > 0.")
@@ -64,16 +94,29 @@ class PredictionLoss(nn.Module):
             raise ValueError(f"reduction={reduction!r} is not valid; choose 'sum' or 'mean'.")
         self.temperature = temperature
         self.reduction = reduction
+        self.num_teachers = num_teachers
+
+    def declared_terms(self) -> tuple[Term, ...]:
+        hard = Term("hard", "hard_weight", "cross-entropy (MSE for one score) on the gold labels", weight=_hard_weight)
+        soft = f"τ²·KL(teacher ‖ student) at temperature τ = {self.temperature:g} (MSE for one score)"
+        if self.num_teachers <= 1:
+            return hard, Term("soft", "soft_weight", soft, weight=_soft_weight(1.0))
+        share = 1.0 if self.reduction == "sum" else 1.0 / self.num_teachers
+        return hard, *(
+            Term(f"soft_{k}", "soft_weight", f"{soft}, teacher {k}", weight=_soft_weight(share), group="soft")
+            for k in range(self.num_teachers)
+        )
 
     def forward(self, student_out, teacher_outs: Sequence, batch: dict) -> dict[str, torch.Tensor]:
         terms: dict[str, torch.Tensor] = {}
         logits = student_out.logits
         if batch.get("labels") is not None:
-            terms["hard"] = hard_loss(logits, batch["labels"])
+            hard = hard_loss(logits, batch["labels"])
+            if hard is not None:
+                terms["hard"] = hard
         per_teacher = [soft_loss(logits, out.logits, self.temperature) for out in teacher_outs]
-        if per_teacher:
-            stacked = torch.stack(per_teacher)
-            terms["soft"] = stacked.sum() if self.reduction == "sum" else stacked.mean()
-            if len(per_teacher) > 1:
-                terms.update({f"soft_{k}": value for k, value in enumerate(per_teacher)})
+        if len(per_teacher) == 1:
+            terms["soft"] = per_teacher[0]
+        else:
+            terms.update({f"soft_{k}": value for k, value in enumerate(per_teacher)})
         return terms

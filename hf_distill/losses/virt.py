@@ -33,9 +33,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..alignment import ALIGNMENT_KEYS, ALIGNMENT_PREFIX
-from ..mapping import LayerMapping, get_mapping
+from ..batch_keys import ALIGNMENT_KEYS, ALIGNMENT_PREFIX
+from ..mapping import LayerMapping, get_mapping, parse_layer_mapping
 from ..modeling.virt_interaction import key_mask_bias, virtual_attention
+from .base import LossComponent, Term
 from .layers import query_key_states
 
 __all__ = [
@@ -259,7 +260,7 @@ def _heads(output) -> int:
     return states[0][0].size(1) if states is not None else output.attentions[0].size(1)
 
 
-class VirtualInteractionLoss(nn.Module):
+class VirtualInteractionLoss(LossComponent):
     """VIRT's attention-map distillation from a cross-encoder into a Siamese student: term `virt`.
 
     Args:
@@ -288,8 +289,17 @@ class VirtualInteractionLoss(nn.Module):
         ...     teachers=cross_encoder, loss_components=[VirtualInteractionLoss("uniform")], train_dataset=train)
     """
 
+    terms = (Term("virt", "virt_weight", "MSE between the student's virtual X↔Y attention and the teacher's cross attention"),)
     requires: set[str] = {"query_key"}
     requires_alignment: bool = True
+    layer_outputs = True
+    method = "virt"
+    switch = "virt_weight"
+    switch_help = "alpha of VIRT (>= 0): weight of the virtual-interaction loss (Siamese student, cross-encoder teacher)."
+
+    @classmethod
+    def from_arguments(cls, args, student_config, teacher_config) -> "VirtualInteractionLoss":
+        return cls(parse_layer_mapping(args.layer_mapping))
 
     def __init__(self, mapping: str | Sequence[Sequence[int]] | LayerMapping = "uniform"):
         super().__init__()

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from hf_distill.losses.base import resolve_weights
 from hf_distill.losses.logits import PredictionLoss, hard_loss, soft_loss
 
 
@@ -64,19 +65,48 @@ def _out(logits):
 
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_prediction_loss_terms_for_two_teachers(reduction):
-    loss = PredictionLoss(temperature=2.0, reduction=reduction)
+    loss = PredictionLoss(temperature=2.0, reduction=reduction, num_teachers=2)
     terms = loss(_out(STUDENT), [_out(TEACHER), _out(TEACHER_2)], {"labels": torch.tensor([0, 2])})
     soft_0, soft_1 = _hand_kl(STUDENT, TEACHER, 2.0), _hand_kl(STUDENT, TEACHER_2, 2.0)
     assert terms["soft_0"].item() == pytest.approx(soft_0, rel=1e-5)
     assert terms["soft_1"].item() == pytest.approx(soft_1, rel=1e-5)
+    assert set(terms) == {"hard", "soft_0", "soft_1"}
+    # The per-teacher terms are the loss itself: their weighted sum is alpha * (sum or mean of the KLs).
+    args = SimpleNamespace(prediction_weights=lambda annealing: (0.3, 0.7))
+    weights = resolve_weights([loss], args)
     combined = soft_0 + soft_1 if reduction == "sum" else (soft_0 + soft_1) / 2
-    assert terms["soft"].item() == pytest.approx(combined, rel=1e-5)
-    assert set(terms) == {"hard", "soft", "soft_0", "soft_1"}
+    total = sum(weights[name] * value.item() for name, value in terms.items())
+    assert total == pytest.approx(0.3 * terms["hard"].item() + 0.7 * combined, rel=1e-5)
 
 
 def test_prediction_loss_single_teacher_has_no_per_teacher_terms_and_no_hard_without_labels():
     terms = PredictionLoss()(_out(STUDENT), [_out(TEACHER)], {})
     assert set(terms) == {"soft"}
+
+
+def test_hard_loss_averages_over_labelled_rows_only():
+    """Augmented and transfer rows (class -100, score NaN) are left out of the hard loss."""
+    logits = torch.tensor(STUDENT + [[0.3, 0.3, 0.3]])
+    labels = torch.tensor([1, -100, 2])
+    expected = -(math.log(_softmax(STUDENT[0], 1)[1]) + math.log(_softmax([0.3, 0.3, 0.3], 1)[2])) / 2
+    assert hard_loss(logits, labels).item() == pytest.approx(expected, rel=1e-6)
+    scores = torch.tensor([[0.2], [0.9], [0.4]])
+    assert hard_loss(scores, torch.tensor([0.0, float("nan"), 1.0])).item() == pytest.approx((0.04 + 0.36) / 2)
+    assert hard_loss(scores, torch.full((3,), float("nan"))) is None
+    assert hard_loss(logits, torch.full((3,), -100)) is None
+
+
+def test_mixed_batch_loss_is_the_hand_mixture():
+    """alpha * soft over every row + (1 - alpha) * hard over the labelled rows; no hard term without one."""
+    loss = PredictionLoss(temperature=2.0)
+    args = SimpleNamespace(prediction_weights=lambda annealing: (0.4, 0.6))
+    mixed = loss(_out(STUDENT), [_out(TEACHER)], {"labels": torch.tensor([-100, 2])})
+    hand_hard = -math.log(_softmax(STUDENT[1], 1)[2])
+    hand = 0.6 * _hand_kl(STUDENT, TEACHER, 2.0) + 0.4 * hand_hard
+    weights = resolve_weights([loss], args)
+    assert sum(weights[n] * v.item() for n, v in mixed.items()) == pytest.approx(hand, rel=1e-5)
+    unlabelled = loss(_out(STUDENT), [_out(TEACHER)], {"labels": torch.tensor([-100, -100])})
+    assert set(unlabelled) == {"soft"}
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0])
