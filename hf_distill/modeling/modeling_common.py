@@ -137,6 +137,13 @@ def build_backbone(config: PretrainedConfig) -> PreTrainedModel:
     return backbone
 
 
+def drop_local_path(config: PretrainedConfig) -> None:
+    """Forget a `_name_or_path` that is a folder on this machine: meaningless elsewhere, and it would reach the Hub."""
+    source = getattr(config, "_name_or_path", "")
+    if source and (os.path.isabs(source) or os.path.exists(source)):
+        config._name_or_path = ""
+
+
 class TokenizerCarryingModel(PreTrainedModel):
     """Base class: the tokenizer is saved next to the weights and loaded back with them."""
 
@@ -160,6 +167,8 @@ class TokenizerCarryingModel(PreTrainedModel):
             target = f"{type(self).__module__.rsplit('.', 1)[-1]}.{type(self).__name__}"
             auto_map = getattr(self.config, "auto_map", None) or {}  # absent until the first save
             self.config.auto_map = {**auto_map, **dict.fromkeys(self._extra_auto_classes, target)}
+        if getattr(self.config, "encoder", None) is not None:
+            drop_local_path(self.config.encoder)
         super().save_pretrained(save_directory, *args, **kwargs)
         if self.tokenizer is not None and kwargs.get("is_main_process", True):
             self.tokenizer.save_pretrained(save_directory)
