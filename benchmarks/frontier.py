@@ -1,0 +1,265 @@
+"""The quality-versus-speed frontier: 1-, 2- and 3-layer cross-encoder students of one fixed MiniLM teacher.
+
+For MRPC (F1), STS-B (Spearman) and SNLI (accuracy), one seeded 6-layer MiniLM cross-encoder
+teacher per task (cached outside git; its sha256 in every row), and students cut from it
+(`from_teacher`, strategy "uniform"), each trained with:
+
+- no KD: the gold training set, hard labels only;
+- KD: the gold set with the teacher's logits (alpha 0.5, tau 1);
+- KD + aug: the gold set plus N TinyBERT-style augmented pairs per pair (teacher-labelled; rows
+  without a gold label learn from the teacher alone);
+- layer + aug: KD + aug plus uniform-mapping layer losses (hidden, attention, embedding; weight beta).
+
+Every arm of a (task, depth) gets the same initialisation and the same step budget (`--budget_epochs`
+over the augmented set), evaluates on the validation split every `--eval_every` steps, stops early
+after `--patience` evaluations without improvement, keeps its best checkpoint, and is scored on the
+test split (SNLI: trained on its validation split less a held-out 1,000 pairs, stopped on those).
+The speed-up over the teacher is measured in the same run (batch 32, sequence 128, padded).
+
+One row per (task, student_layers, arm, seed) is appended to benchmarks/results/frontier.json as
+runs finish; rows already there are skipped, so the run can stop and go on.
+
+    python benchmarks/frontier.py run --tasks mrpc stsb snli --layers 2 3 1 --seeds 0 1 2
+    python benchmarks/frontier.py render      # docs/results/frontier.md and one picture per task
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from common import CACHE, DATA, REPO, RESULTS, label_maps, machine, minilm_dir, run_arguments
+
+from hf_distill import CrossEncoderModel
+from hf_distill.augmentation import augment_pairs
+from hf_distill.metrics import compute_metrics_for
+from hf_distill.speed import pairs_per_second
+from hf_distill.teachers import add_teacher_logits
+from hf_distill.trainer import DistillationTrainer
+
+RESULTS_JSON = RESULTS / "frontier.json"
+DOCS = REPO / "docs" / "results"
+# task -> text columns, label column, num_labels, label scale, metric, files {split: file}, teacher epochs
+TASKS = {
+    "mrpc": (("sentence1", "sentence2"), "label", 2, 1.0, "f1", {"train": "train", "validation": "validation", "test": "test"}, 5),
+    "stsb": (("sentence1", "sentence2"), "score", 1, 5.0, "spearman", {"train": "train", "validation": "validation", "test": "test"}, 4),
+    "snli": (("premise", "hypothesis"), "label", 3, 1.0, "accuracy", {"train": "validation", "test": "test"}, 2),
+}
+SNLI_HELD_OUT = 1000
+ARMS = {
+    "no KD": dict(alpha=0.0, augmented=False, layers=False),
+    "KD": dict(alpha=0.5, augmented=False, layers=False),
+    "KD + aug": dict(alpha=0.5, augmented=True, layers=False),
+    "layer + aug": dict(alpha=0.5, augmented=True, layers=True),
+}
+ONE_LAYER_ARMS = ("no KD", "KD + aug")
+# Augmented pairs per training pair, sized so one 2-layer student run takes about 30 minutes on 2 cores.
+AUGMENT_N = {"mrpc": 8, "stsb": 8, "snli": 4}
+
+
+def load_splits(task: str):
+    """train / validation / test as datasets; SNLI's validation split becomes train + a held-out validation."""
+    from datasets import load_dataset
+
+    files = TASKS[task][5]
+    data = load_dataset("json", data_files={split: str(DATA / task / f"{name}.jsonl") for split, name in files.items()})
+    if task == "snli":
+        split = data["train"].train_test_split(test_size=SNLI_HELD_OUT, seed=0)
+        data["train"], data["validation"] = split["train"], split["test"]
+    return data
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def arguments(output_dir: str, task: str, seed: int, **extra):
+    columns, label_column, _, label_scale, _, _, _ = TASKS[task]
+    return run_arguments(output_dir, extra.pop("epochs", 1.0), extra.pop("lr", 1e-4), seed, columns, label_column,
+                         label_scale=label_scale, **extra)
+
+
+def evaluate(model, dataset, task: str, seed: int = 0) -> float:
+    """The task metric x100 of `model` on `dataset`."""
+    metric = TASKS[task][4]
+    trainer = DistillationTrainer(model=model, args=arguments(str(CACHE / "frontier" / "eval"), task, seed),
+                                  compute_metrics=compute_metrics_for(model.config.num_labels))
+    return 100 * trainer.evaluate(dataset)[f"eval_{metric}"]
+
+
+def teacher_for(task: str, data) -> tuple[CrossEncoderModel, str, float]:
+    """The task's teacher (trained once with seed 42, fixed epochs), its weights' sha256 and test value."""
+    folder = CACHE / "frontier" / "teachers" / task
+    if not (folder / "model.safetensors").exists():
+        _, _, num_labels, _, _, _, epochs = TASKS[task]
+        import torch
+
+        torch.manual_seed(42)
+        teacher = CrossEncoderModel.from_backbone(minilm_dir(), num_labels=num_labels, **label_maps(task))
+        args = arguments(str(folder / "run"), task, 42, epochs=epochs, lr=5e-5)
+        start = time.perf_counter()
+        DistillationTrainer(model=teacher, args=args, train_dataset=data["train"]).train()
+        print(f"[{task}] teacher trained in {time.perf_counter() - start:.0f}s", flush=True)
+        teacher.save_pretrained(folder)
+        shutil.rmtree(folder / "run", ignore_errors=True)
+    teacher = CrossEncoderModel.from_pretrained(folder)
+    return teacher, sha256(folder / "model.safetensors"), evaluate(teacher, data["test"], task)
+
+
+def training_sets(task: str, data, teacher, augment_n: int) -> dict:
+    """Gold rows alone, gold rows with teacher logits, and gold + augmented rows with teacher logits (cached)."""
+    columns = list(TASKS[task][0])
+    label = TASKS[task][1]
+    augmented = augment_pairs(data["train"], columns, teacher.tokenizer, embeddings=teacher, n=augment_n, seed=0,
+                              label_column=label)
+    return {
+        "gold": data["train"],
+        "gold+logits": add_teacher_logits(data["train"], teacher, columns, batch_size=64, max_length=128),
+        "augmented+logits": add_teacher_logits(augmented, teacher, columns, batch_size=64, max_length=128),
+    }
+
+
+def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, data, opts) -> dict:
+    """One student: cut from the teacher, trained with early stopping on validation, scored on test."""
+    from transformers import EarlyStoppingCallback
+
+    settings = ARMS[arm]
+    metric = TASKS[task][4]
+    train = sets["augmented+logits"] if settings["augmented"] else sets["gold+logits"] if settings["alpha"] > 0 else sets["gold"]
+    budget = max(1, opts.budget_epochs * len(sets["augmented+logits"]) // 16)
+    layer_weights = dict(hidden_weight=opts.beta, attention_weight=opts.beta, embedding_weight=opts.beta) if settings["layers"] else {}
+    folder = CACHE / "frontier" / "runs" / task / f"L{layers}" / arm.replace(" ", "_").replace("+", "plus") / str(seed)
+    shutil.rmtree(folder, ignore_errors=True)
+    args = arguments(
+        str(folder), task, seed, lr=opts.lr, max_steps=budget, alpha=settings["alpha"], temperature=1.0,
+        eval_strategy="steps", eval_steps=opts.eval_every, save_strategy="steps", save_steps=opts.eval_every,
+        save_total_limit=1, load_best_model_at_end=True, metric_for_best_model=metric, greater_is_better=True,
+        **layer_weights,
+    )
+    student = CrossEncoderModel.from_teacher(teacher, layers, "uniform")
+    if settings["layers"]:
+        for model in (student, teacher):
+            model.set_attn_implementation("eager")
+    trainer = DistillationTrainer(
+        model=student, args=args, teachers=[teacher] if settings["layers"] else None, train_dataset=train,
+        eval_dataset=data["validation"], compute_metrics=compute_metrics_for(student.config.num_labels),
+        callbacks=[EarlyStoppingCallback(early_stopping_patience=opts.patience)],
+    )
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    for model in (trainer.model, teacher):
+        model.set_attn_implementation("sdpa")  # speed and test value with the fast attention, for every arm
+    best = trainer.state.best_metric
+    value = evaluate(trainer.model, data["test"], task, seed)
+    speed = speed_of(trainer.model, teacher, list(zip(*(data["test"][c][:256] for c in TASKS[task][0]))), opts.speed_seconds)
+    shutil.rmtree(folder, ignore_errors=True)  # checkpoints served their purpose
+    return dict(value=value, validation_best=100 * best if best is not None else None, steps=trainer.state.global_step,
+                budget_steps=budget, train_rows=len(train), train_seconds=round(seconds, 1),
+                student_pairs_per_s=speed["student"], teacher_pairs_per_s=speed["teacher"],
+                speed_up=speed["teacher"] and speed["student"] / speed["teacher"])
+
+
+def speed_of(student, teacher, pairs, seconds: float, rounds: int = 3) -> dict[str, float]:
+    """Pairs/s of student and teacher, alternating `rounds` times and keeping each one's best: another
+    process on the machine can only slow a round down, so the best round is the least disturbed."""
+    best = {"student": 0.0, "teacher": 0.0}
+    for _ in range(rounds):
+        for name, model in (("student", student), ("teacher", teacher)):
+            rate = pairs_per_second(model, pairs, batch_size=32, max_length=128, min_seconds=seconds, padding="max_length")
+            best[name] = max(best[name], rate)
+    return best
+
+
+def load_rows(path: Path = RESULTS_JSON) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {"rows": []}
+
+
+def append_row(row: dict, command: str, path: Path = RESULTS_JSON) -> None:
+    """Add one finished run to the results file (read again first: another process may have added rows)."""
+    payload = load_rows(path)
+    payload["rows"].append(row)
+    payload["commands"] = sorted(set(payload.get("commands", [])) | {command})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def augment_n(opts, task: str) -> int:
+    return opts.augment_n if opts.augment_n is not None else AUGMENT_N[task]
+
+
+def plan(opts) -> list[tuple[int, int, str, str]]:
+    """(seed, layers, task, arm) in the order they run: seeds outermost, so a cut-short run covers every cell once."""
+    order = []
+    for seed in opts.seeds:
+        for layers in opts.layers:
+            for task in opts.tasks:
+                arms = ONE_LAYER_ARMS if layers == 1 else tuple(ARMS)
+                order += [(seed, layers, task, arm) for arm in arms if arm in opts.arms]
+    return order
+
+
+def run(opts) -> None:
+    command = "python benchmarks/frontier.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    done = {(r["task"], r["student_layers"], r["arm"], r["seed"]) for r in load_rows(opts.results)["rows"]}
+    loaded: dict = {}
+    for seed, layers, task, arm in plan(opts):
+        if (task, layers, arm, seed) in done:
+            continue
+        if task not in loaded:
+            data = load_splits(task)
+            if opts.max_rows:
+                data = {k: v.select(range(min(opts.max_rows, len(v)))) for k, v in data.items()}
+            teacher, digest, teacher_value = teacher_for(task, data)
+            print(f"[{task}] teacher {TASKS[task][4]} {teacher_value:.2f} (test), sha256 {digest[:12]}", flush=True)
+            loaded[task] = (data, teacher, digest, teacher_value, training_sets(task, data, teacher, augment_n(opts, task)))
+        data, teacher, digest, teacher_value, sets = loaded[task]
+        result = train_arm(task, arm, layers, seed, teacher, sets, data, opts)
+        row = dict(task=task, metric=TASKS[task][4], student_layers=layers, arm=arm, seed=seed, teacher_value=teacher_value,
+                   teacher_sha256=digest, augment_n=augment_n(opts, task), machine=machine(), **result)
+        append_row(row, command, opts.results)
+        print(f"[{task}] L{layers} {arm} seed {seed}: {row['value']:.2f} ({100 * row['value'] / teacher_value:.1f}% of "
+              f"{teacher_value:.2f}), {row['speed_up']:.2f}x, {row['steps']} steps, {row['train_seconds']:.0f}s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    go = sub.add_parser("run", help="train what frontier.json lacks")
+    go.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    go.add_argument("--layers", nargs="+", type=int, default=[2, 3, 1])
+    go.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    go.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    go.add_argument("--augment_n", type=int, default=None, help="augmented pairs per training pair (default: AUGMENT_N)")
+    go.add_argument("--budget_epochs", type=int, default=3, help="step budget: epochs over the augmented set, every arm")
+    go.add_argument("--eval_every", type=int, default=250)
+    go.add_argument("--patience", type=int, default=4)
+    go.add_argument("--lr", type=float, default=1e-4)
+    go.add_argument("--beta", type=float, default=0.01, help="weight of each layer loss in the 'layer + aug' arm")
+    go.add_argument("--speed_seconds", type=float, default=3.0)
+    go.add_argument("--max_rows", type=int, default=None, help="smoke runs only: cut every split")
+    go.add_argument("--results", type=Path, default=RESULTS_JSON, help="the rows file (smoke runs: a temporary one)")
+    draw = sub.add_parser("render", help="tables and pictures from frontier.json")
+    draw.add_argument("--results", type=Path, default=RESULTS_JSON)
+    draw.add_argument("--docs", type=Path, default=DOCS)
+    opts = parser.parse_args()
+    if opts.command == "run":
+        run(opts)
+    else:
+        from frontier_render import render
+
+        render(load_rows(opts.results), opts.docs)
+
+
+if __name__ == "__main__":
+    main()

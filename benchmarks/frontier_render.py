@@ -1,0 +1,113 @@
+"""Render benchmarks/results/frontier.json: a table per task and a picture of quality against speed-up.
+
+Used by `python benchmarks/frontier.py render`; the test suite re-renders and compares with the
+committed docs/results/frontier.md, so no number in it is typed by hand.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+ARM_ORDER = ("no KD", "KD", "KD + aug", "layer + aug")
+METRIC_NAMES = {"f1": "F1", "spearman": "Spearman", "accuracy": "accuracy"}
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def cells(rows: list[dict]) -> dict:
+    """(task, layers, arm) -> the runs of that cell, in seed order."""
+    grouped: dict = defaultdict(list)
+    for row in sorted(rows, key=lambda r: r["seed"]):
+        grouped[(row["task"], row["student_layers"], row["arm"])].append(row)
+    return grouped
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: one table per task, one line per (depth, arm), values x100 on the test split."""
+    grouped = cells(rows)
+    lines = []
+    for task in dict.fromkeys(r["task"] for r in rows):
+        task_rows = [r for r in rows if r["task"] == task]
+        metric = METRIC_NAMES.get(task_rows[0]["metric"], task_rows[0]["metric"])
+        teachers = sorted({(r["teacher_sha256"][:12], round(r["teacher_value"], 2)) for r in task_rows})
+        lines += [
+            f"### {task.upper()} ({metric}, test split)",
+            "",
+            "Teacher (6-layer MiniLM cross-encoder): " + "; ".join(f"{value:.2f} (sha256 {sha}…)" for sha, value in teachers) + ".",
+            "",
+            f"| layers | arm | {metric} mean ± std | % of teacher | seeds | speed-up | steps (budget) |",
+            "| ---: | --- | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for layers in sorted({r["student_layers"] for r in task_rows}, reverse=True):
+            for arm in ARM_ORDER:
+                runs = grouped.get((task, layers, arm))
+                if not runs:
+                    continue
+                mean, std = _mean_std([r["value"] for r in runs])
+                share = 100 * mean / statistics.fmean(r["teacher_value"] for r in runs)
+                speed = statistics.fmean(r["speed_up"] for r in runs)
+                steps = ", ".join(f"{r['steps']} ({r['budget_steps']})" for r in runs)
+                lines.append(f"| {layers} | {arm} | {mean:.2f} ± {std:.2f} | {share:.1f}% | {len(runs)} | {speed:.2f}x | {steps} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def picture(rows: list[dict], task: str, path: Path) -> None:
+    """Test value against measured speed-up, one marker per (depth, arm) cell, the teacher as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    task_rows = [r for r in rows if r["task"] == task]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    teacher = statistics.fmean(r["teacher_value"] for r in task_rows)
+    axes.axhline(teacher, color="black", linestyle="--", label=f"teacher (6 layers) {teacher:.1f}")
+    markers = dict(zip(ARM_ORDER, "osD^"))
+    for arm in ARM_ORDER:
+        points = [(k[1], runs) for k, runs in cells(task_rows).items() if k[2] == arm]
+        if not points:
+            continue
+        xs = [statistics.fmean(r["speed_up"] for r in runs) for _, runs in points]
+        ys = [statistics.fmean(r["value"] for r in runs) for _, runs in points]
+        axes.scatter(xs, ys, marker=markers[arm], label=arm)
+        for (layers, _), x, y in zip(points, xs, ys):
+            axes.annotate(f"{layers}L", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    axes.set_xlabel("speed-up over the teacher (batch 32, seq 128, same run)")
+    axes.set_ylabel(f"{METRIC_NAMES.get(task_rows[0]['metric'])} x100 (test)")
+    axes.set_title(f"{task.upper()}: students of 1-3 layers")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def markdown(payload: dict) -> str:
+    rows = payload["rows"]
+    if not rows:
+        return "# The quality-versus-speed frontier\n\nNo run has finished yet.\n"
+    commands = "\n".join(f"    {c}" for c in payload.get("commands", []))
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    pictures = "\n".join(f"![{t}](frontier_{t}.png)" for t in tasks)
+    return (
+        "# The quality-versus-speed frontier\n\n"
+        "Rendered by `python benchmarks/frontier.py render` from `benchmarks/results/frontier.json` "
+        f"({len(rows)} runs). Produced by:\n\n{commands}\n\n"
+        "Students are cut from their teacher (`from_teacher`, strategy `uniform`), trained with early stopping on the "
+        "validation split (best checkpoint kept) within the same step budget for every arm, and scored on the test "
+        "split; speed-ups are measured in the same run as the row.\n\n" + table(rows) + "\n" + pictures + "\n"
+    )
+
+
+def render(payload: dict, folder: Path) -> str:
+    """Write frontier.md and frontier_{task}.png into `folder`; returns the markdown."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = markdown(payload)
+    (folder / "frontier.md").write_text(text)
+    for task in dict.fromkeys(r["task"] for r in payload["rows"]):
+        picture(payload["rows"], task, folder / f"frontier_{task}.png")
+    return text
