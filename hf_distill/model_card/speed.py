@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from ..batch_keys import student_view, teacher_view
+from ..speed import time_batches
 from ..wrappers import unwrap_model
 
 __all__ = ["measure_speed"]
 
 
-@torch.inference_mode()
 def measure_speed(trainer, dataset=None, max_pairs: int = 256, batch_size: int | None = None, min_seconds: float = 1.0) -> dict:
     """Time the student and every online teacher on the same pairs; stores and returns the speed for the card.
 
     Pairs come from `dataset` (default: the eval set, else the training set), at most `max_pairs`,
-    batched by the trainer's own collator (`per_device_eval_batch_size`). Each model is run
-    over all batches repeatedly for at least `min_seconds` after one warm-up pass.
+    batched by the trainer's own collator (`per_device_eval_batch_size`). Each model is timed by
+    `hf_distill.speed.time_batches`: one warm-up batch, then whole passes for at least `min_seconds`.
     """
     dataset = dataset if dataset is not None else trainer.eval_dataset if trainer.eval_dataset is not None else trainer.train_dataset
     if isinstance(dataset, dict):
@@ -31,32 +29,22 @@ def measure_speed(trainer, dataset=None, max_pairs: int = 256, batch_size: int |
     batches = [trainer.data_collator(rows[i : i + batch_size]) for i in range(0, size, batch_size)]
     device = trainer.args.device
 
-    def student_inputs(batch):
-        return {k: v.to(device) for k, v in student_view(batch, labels=False).items()}
-
-    def teacher_inputs(batch, k):
-        return {key: v.to(device) for key, v in teacher_view(batch, k).items()}
-
-    def pairs_per_second(model, view) -> float:
+    def rate(model, view) -> float:
+        """Pairs/s with the one speed meter (`hf_distill.speed.time_batches`), the model's mode restored."""
         was_training = model.training
         model.eval()
-        model(**view(batches[0]))
-        done, start = 0, time.perf_counter()
-        while True:
-            for batch in batches:
-                model(**view(batch))
-            done += size
-            if time.perf_counter() - start >= min_seconds:
-                break
-        model.train(was_training)
-        return done / (time.perf_counter() - start)
+        try:
+            inputs = [{k: v.to(device) for k, v in view(batch).items()} for batch in batches]
+            return time_batches(lambda batch: model(**batch), inputs, size, min_seconds, torch.device(device))
+        finally:
+            model.train(was_training)
 
     student = unwrap_model(trainer.model)
-    results = [{"name": "student", "pairs_per_s": pairs_per_second(student, student_inputs)}]
+    results = [{"name": "student", "pairs_per_s": rate(student, lambda batch: student_view(batch, labels=False))}]
     if getattr(trainer, "run_teachers_online", False):
         for k, teacher in enumerate(trainer.teachers):
             name = "teacher" if len(trainer.teachers) == 1 else f"teacher {k}"
-            results.append({"name": name, "pairs_per_s": pairs_per_second(teacher, lambda b, k=k: teacher_inputs(b, k))})
+            results.append({"name": name, "pairs_per_s": rate(teacher, lambda batch, k=k: teacher_view(batch, k))})
     results.sort(key=lambda row: row["name"] != "student")
     device_name = torch.cuda.get_device_name(device) if getattr(device, "type", "cpu") == "cuda" else f"CPU, {torch.get_num_threads()} thread(s)"
     speed = {"rows": results, "setting": f"{size} pairs, batch {batch_size}, max_length {trainer.args.max_length}, {device_name}"}
