@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..modeling.modeling_common import task_loss
 from .base import LossComponent, Term
 
 REDUCTIONS = ("sum", "mean")
@@ -55,9 +56,7 @@ def hard_loss(student_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tenso
     keep = labelled_rows(labels)
     if not bool(keep.any()):
         return None
-    if student_logits.size(-1) == 1:
-        return F.mse_loss(student_logits.squeeze(-1).float()[keep], labels.float()[keep])
-    return F.cross_entropy(student_logits.float()[keep], labels.long()[keep])
+    return task_loss(student_logits[keep], labels[keep])  # the student's own task loss, on the labelled rows
 
 
 def _hard_weight(args, annealing_lambda: float | None, has_teachers: bool) -> float:
