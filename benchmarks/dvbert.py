@@ -31,12 +31,15 @@ import sys
 import time
 
 import torch
-from common import CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, minilm_dir, start_results, write_results
+from common import (
+    CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, minilm_dir, smoke_option, start_results, write_results,
+)
 from datasets import load_from_disk
 from kd_glue import training_args
 from kd_glue import teacher_for as cached_teacher
 
 from hf_distill import SiameseModel
+from hf_distill.batch_keys import logits_column, logits_columns
 from hf_distill.evaluation import STSEvaluator
 from hf_distill.metrics import compute_metrics_for
 from hf_distill.modeling.modeling_common import keep_layers
@@ -80,7 +83,7 @@ def labelled_train(task: str, train, teachers: dict) -> object:
         return load_from_disk(str(folder))
     columns = list(GLUE_TASKS[task][1])
     for k, teacher in enumerate(teachers.values()):
-        train = add_teacher_logits(train, teacher, columns, column=f"teacher_logits_{k}", batch_size=64, max_length=128)
+        train = add_teacher_logits(train, teacher, columns, column=logits_column(k), batch_size=64, max_length=128)
     train.save_to_disk(str(folder))
     return train
 
@@ -108,6 +111,7 @@ def main() -> None:
         help="keep the other tasks in results/NAME.json, and this task's runs of seeds not in --seeds (finish a cut-short run)",
     )
     parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
+    smoke_option(parser, tasks=["stsb"], seeds=[0])
     opts = parser.parse_args()
     if opts.render:
         saved = json.loads((RESULTS / f"{opts.name}.json").read_text())
@@ -148,7 +152,7 @@ def main() -> None:
                 if opts.arms and arm not in opts.arms:
                     continue
                 student = siamese_student(task, next(iter(teachers.values())), opts.student_layers, seed)
-                dropped = [c for c in train.column_names if c.startswith("teacher_logits_") and int(c.rsplit("_", 1)[1]) >= k]
+                dropped = logits_columns(train.column_names)[k:]  # the arm's first k teachers stay
                 output_dir = CACHE / "runs" / "dvbert" / task / arm.replace(" ", "_").replace("=", "") / str(seed)
                 args = training_args(str(output_dir), task, opts.epochs, opts.lr, seed, **losses)
                 trainer = DistillationTrainer(

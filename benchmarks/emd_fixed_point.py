@@ -27,7 +27,7 @@ import shlex
 import sys
 
 import torch
-from common import GLUE_TASKS, load_task, start_results, write_results
+from common import GLUE_TASKS, load_task, smoke_option, start_results, write_results
 from kd_glue import teacher_for
 
 from hf_distill import CrossEncoderModel
@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=300, help="cost-attention updates on the fixed costs")
     parser.add_argument("--name", default="emd_fixed_point")
     parser.add_argument("--append", action="store_true", help="keep the other tasks of results/NAME.json")
+    smoke_option(parser, tasks=["mrpc"], examples=8, batch_size=4, updates=3)
     opts = parser.parse_args()
     command = "python benchmarks/emd_fixed_point.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     results, command = start_results(opts.name, opts, command)

@@ -35,7 +35,9 @@ import sys
 import time
 from pathlib import Path
 
-from common import CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, start_results, write_results
+from common import (
+    CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, smoke_option, start_results, write_results,
+)
 from kd_glue import teacher_for, training_args
 
 from hf_distill import CrossEncoderModel
@@ -87,6 +89,7 @@ def main() -> None:
     parser.add_argument("--append", action="store_true",
                         help="keep the other tasks, and the other arms of these tasks, of results/NAME.json")
     parser.add_argument("--max_samples", type=int, default=None, help="smoke runs only: cut every split")
+    smoke_option(parser, tasks=["mrpc", "stsb"], seeds=[0], arms=["no KD", "uniform", "EMD", "EMD smooth"])
     opts = parser.parse_args()
     command = "python benchmarks/emd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 

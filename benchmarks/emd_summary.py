@@ -10,17 +10,20 @@ accuracy is the validation set's majority-class share: students that predict one
 whose ties say nothing about the mapping.
 
 Usage: python benchmarks/emd_summary.py
+(smoke: reads what `emd_glue.py --smoke` wrote into the same $HF_DISTILL_SMOKE_DIR)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import sys
 from collections import Counter
 from functools import cache
 from pathlib import Path
 
-from common import DATA, GLUE_TASKS, RESULTS
+from common import DATA, GLUE_TASKS, RESULTS, SMOKE, smoke_option
 
 TASKS = {task: GLUE_TASKS[task][5] for task in ("stsb", "mrpc", "rte")}  # the tasks' main metrics
 TASK_NAMES = {"stsb": "STS-B", "mrpc": "MRPC", "rte": "RTE"}
@@ -114,7 +117,12 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    smoke_option(parser)
+    parser.parse_args()
     files = sorted(RESULTS.glob("emd_glue*.json"))
+    if SMOKE and not files:
+        sys.exit(f"no emd_glue*.json in {RESULTS}: run emd_glue.py --smoke with the same HF_DISTILL_SMOKE_DIR first")
     rows = [row for path in files for row in summarise(path)]
     (RESULTS / "emd_summary.json").write_text(json.dumps({"command": COMMAND, "rows": rows}, indent=2) + "\n")
     text = (

@@ -27,22 +27,13 @@ import sys
 import time
 
 import torch
-from common import PeakMemory, device, minilm_dir, mpnet_dir, siamese_form, text_pairs, timed, write_results
+from common import PeakMemory, device, minilm_dir, mpnet_dir, siamese_form, smoke_option, text_pairs, timed, write_results
 
 from hf_distill import CrossEncoderModel
+from hf_distill.speed import pair_batches
 
 TEACHERS = {"minilm": ("MiniLM-L6-384", minilm_dir), "mpnet": ("MPNet-L12-768", mpnet_dir)}
 TARGET = {"teacher": "minilm", "form": "cross", "layers": 2, "batch": 32, "seq": 128, "speedup": 2.7}
-
-
-def batch_inputs(tokenizer, pairs: list[tuple[str, str]], form: str, seq: int, on: torch.device) -> dict[str, torch.Tensor]:
-    """Model inputs of exactly `seq` tokens per sequence: the joint pair (cross) or each side alone (Siamese)."""
-    pad = dict(padding="max_length", truncation=True, max_length=seq, return_tensors="pt")
-    first, second = [a for a, _ in pairs], [b for _, b in pairs]
-    if form == "cross":
-        return {k: v.to(on) for k, v in tokenizer(first, second, **pad).items()}
-    sides = {"a": tokenizer(first, **pad), "b": tokenizer(second, **pad)}
-    return {f"{k}_{side}": v.to(on) for side, enc in sides.items() for k, v in enc.items()}
 
 
 def measure(model, inputs: dict[str, torch.Tensor], batches: int, slow_s: float, on: torch.device) -> dict:
@@ -125,6 +116,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3, help="timed batches per configuration, after 1 warm-up")
     parser.add_argument("--slow_s", type=float, default=5.0, help="time 1 batch only where the warm-up batch takes longer")
     parser.add_argument("--name", default="inference_speed")
+    smoke_option(parser, ks=[2], batch_sizes=[4], seq_lens=[16], batches=2)
     opts = parser.parse_args()
     command = "python benchmarks/inference_speed.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.manual_seed(0)
@@ -145,7 +137,9 @@ def main() -> None:
             for form, model in (("cross", cross), ("siamese", siamese_form(cross))):
                 for batch in opts.batch_sizes:
                     for seq in opts.seq_lens:
-                        inputs = batch_inputs(teacher.tokenizer, pairs[:batch], form, seq, on)
+                        # one batch of exactly `seq` tokens per sequence, as `model` reads it (the joint pair, or
+                        # each side alone for the Siamese form): the shared meter's tokenisation (hf_distill.speed)
+                        (inputs,) = pair_batches(model, pairs[:batch], batch, seq, teacher.tokenizer, padding="max_length")
                         row = {"teacher": key, "teacher_name": name, "teacher_layers": depth, "form": form,
                                "layers": layers, "batch": batch, "seq": seq}
                         row.update(measure(model, inputs, opts.batches, opts.slow_s, on))

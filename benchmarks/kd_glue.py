@@ -23,7 +23,8 @@ import torch
 from transformers.trainer_utils import get_last_checkpoint
 
 from common import (
-    CACHE, GLUE_TASKS, eval_metrics, fast_bf16, label_maps, load_task, mean_std, minilm_dir, mpnet_dir, run_arguments, write_results,
+    CACHE, GLUE_TASKS, eval_metrics, fast_bf16, label_maps, load_task, mean_std, minilm_dir, mpnet_dir, run_arguments, smoke_option,
+    write_results,
 )
 
 from hf_distill import CrossEncoderModel
@@ -95,6 +96,7 @@ def main() -> None:
     parser.add_argument("--name", default="kd_glue")
     parser.add_argument("--teacher_epochs", type=float, default=None, help="override the teacher's epochs (TEACHER_SETTINGS)")
     parser.add_argument("--max_samples", type=int, default=None, help="smoke runs only: cut every split")
+    smoke_option(parser, seeds=[0], epochs=1, teacher_epochs=1)
     opts = parser.parse_args()
     command = "python benchmarks/kd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 

@@ -38,12 +38,15 @@ import time
 
 import numpy as np
 import torch
-from common import CACHE, DATA, RESULTS, last_terms, mean_std, minilm_dir, run_arguments, start_results, timed, write_results
+from common import (
+    CACHE, DATA, RESULTS, last_terms, mean_std, minilm_dir, run_arguments, smoke_option, start_results, timed, write_results,
+)
 from datasets import concatenate_datasets
 
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_distill import CrossEncoderModel, SiameseModel
+from hf_distill.batch_keys import logits_column
 from hf_distill.ranking import RankingData, RankingEvaluator, load_qa_pairs, load_trec_run
 from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
@@ -156,8 +159,8 @@ def bi_encoder_targets(sources: list[tuple[RankingData, int | None]], scale: flo
             standardised[qid] = {d: (s - values.mean()) / spread for d, s in scores.items()}
         pairs = data.to_pairs(relevance_threshold=threshold)
         logits = [[0.0, scale * standardised[q][d]] for q, d in zip(pairs["qid"], pairs["doc_id"])]
-        parts.append(pairs.add_column("teacher_logits_0", logits))
-    return concatenate_datasets(parts).select_columns(TEXT_COLUMNS + ["label", "teacher_logits_0"])
+        parts.append(pairs.add_column(logits_column(0), logits))
+    return concatenate_datasets(parts).select_columns(TEXT_COLUMNS + ["label", logits_column(0)])
 
 
 def evaluate(model, collections: dict[str, RankingData], max_length: int, names=None) -> dict:
@@ -263,6 +266,8 @@ def main() -> None:
     parser.add_argument("--name", default="ranking")
     parser.add_argument("--append", action="store_true",
                         help="keep the references, teacher scores and every student run of results/NAME.json this command does not redo")
+    # smoke: the teacher term_gradients.py reads by default (bi-encoder targets, 1 epoch), so its smoke run reuses it
+    smoke_option(parser, student_layers=[2], seeds=[0], teacher_epochs=1, teacher_targets="bi-encoder")
     opts = parser.parse_args()
     command = "python benchmarks/ranking.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     previous_path = RESULTS / f"{opts.name}.json"

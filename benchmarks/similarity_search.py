@@ -27,7 +27,7 @@ import sys
 import time
 
 import torch
-from common import PeakMemory, device, minilm_dir, siamese_form, text_pairs, timed, write_results
+from common import PeakMemory, device, minilm_dir, siamese_form, smoke_option, text_pairs, timed, write_results
 
 from hf_distill import CrossEncoderModel, SiameseModel
 
@@ -136,6 +136,7 @@ def main() -> None:
     parser.add_argument("--student_layers", nargs="*", type=int, default=[2], help="k-layer Siamese students also measured")
     parser.add_argument("--block", type=int, default=2048, help="rows of the similarity matrix computed at once")
     parser.add_argument("--name", default="similarity_search")
+    smoke_option(parser, ns=[20, 40], pair_sample=16, block=8)
     opts = parser.parse_args()
     command = "python benchmarks/similarity_search.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.manual_seed(0)

@@ -38,11 +38,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
-from common import RESULTS, load_task, minilm_dir, timing_arguments, write_results
+from common import RESULTS, SCRATCH, load_task, minilm_dir, smoke_option, timing_arguments, write_results
 from lockstep import paired_step_ratio, train_in_lockstep
 
 import hf_distill.losses.emd as emd_module
 from hf_distill import CrossEncoderModel, SiameseModel
+from hf_distill.batch_keys import student_view
 from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow, layer_cost_matrix, score_cost_matrix, score_cost_method
 from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
@@ -100,7 +101,7 @@ def long_texts(data, rows: int, seq: int):
 
 def build_trainer(method: Method, teacher, cross_init, siamese_init, train, seq: int, batch: int, steps: int):
     student = copy.deepcopy(siamese_init if method.siamese else cross_init)
-    args = timing_arguments("/tmp/hf_distill_step_breakdown", steps, batch, seq, text_columns=COLUMNS, **method.weights)
+    args = timing_arguments(str(SCRATCH / "hf_distill_step_breakdown"), steps, batch, seq, text_columns=COLUMNS, **method.weights)
     trainer = DistillationTrainer(
         model=student,
         args=args,
@@ -162,7 +163,7 @@ def breakdown(trainer: DistillationTrainer, steps: int) -> dict[str, float]:
         start = time.perf_counter()
         batch = timed(times, "data (collate)", next, loader)
         inputs = trainer._prepare_inputs(batch)
-        student_inputs = {k: v for k, v in inputs.items() if not k.startswith("teacher_")}
+        student_inputs = student_view(inputs)
         teacher_outs = timed(times, "teacher forward", trainer._teacher_outputs, inputs)
         student_out = timed(times, "student forward", model, **student_inputs, **flags)
         terms = {}
@@ -172,7 +173,7 @@ def breakdown(trainer: DistillationTrainer, steps: int) -> dict[str, float]:
                 terms.update(timed(times, name, component, student_out, teacher_outs, inputs))
         if any(isinstance(c, EMDLayerLoss) for c in trainer.loss_components):
             times["  of which EMD flow solve (POT)"] = flow_timer.seconds
-        weights = trainer._weights(terms, has_teachers=bool(teacher_outs))
+        weights = trainer.term_weights_now(has_teachers=bool(teacher_outs))
         loss = sum(weights[name] * value for name, value in terms.items() if name in weights)
         timed(times, "backward", loss.backward)
         timed(times, "optimizer", lambda: (optimizer.step(), optimizer.zero_grad(), trainer.loss_components.zero_grad()))
@@ -269,6 +270,7 @@ def main() -> None:
     parser.add_argument("--growth_seq_lens", nargs="+", type=int, default=[64, 128, 256], help="part 3: sequence lengths")
     parser.add_argument("--name", default="step_breakdown")
     parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
+    smoke_option(parser, seq_lens=[16], batch=4, steps=1, full_seq=16, full_steps=5, rounds=1, growth_seq_lens=[8])
     opts = parser.parse_args()
     if opts.render:  # derived columns (e.g. which way `score_cost_matrix` picks) follow the current code
         saved = json.loads((RESULTS / f"{opts.name}.json").read_text())

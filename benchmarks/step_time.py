@@ -21,10 +21,12 @@ import sys
 import time
 
 import torch
-from common import load_task, minilm_dir, timing_arguments, write_results
+from common import SCRATCH, load_task, minilm_dir, smoke_option, timing_arguments, write_results
 from transformers import TrainerCallback
 
 from hf_distill import CrossEncoderModel
+from hf_distill.batch_keys import logits_column
+from hf_distill.speed import pair_batches
 from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
 
@@ -44,8 +46,8 @@ class StepTimer(TrainerCallback):
 
 
 def run_arm(student_init, train, steps: int, batch: int, seq: int, teacher=None) -> list[float]:
-    alpha = 0.5 if (teacher is not None or "teacher_logits_0" in train.column_names) else 0.0
-    args = timing_arguments("/tmp/hf_distill_step_time", steps, batch, seq, alpha=alpha)
+    alpha = 0.5 if (teacher is not None or logits_column(0) in train.column_names) else 0.0
+    args = timing_arguments(str(SCRATCH / "hf_distill_step_time"), steps, batch, seq, alpha=alpha)
     timer = StepTimer()
     trainer = DistillationTrainer(
         model=copy.deepcopy(student_init), args=args, teachers=teacher, train_dataset=train, callbacks=[timer]
@@ -55,14 +57,15 @@ def run_arm(student_init, train, steps: int, batch: int, seq: int, teacher=None)
 
 
 def teacher_forward_times(teacher, train, steps: int, batch: int, seq: int) -> list[float]:
+    """Seconds per batch of the teacher tokenising the pairs and scoring them (as the online arm's teacher does)."""
     times = []
-    tokenizer = teacher.tokenizer
     for start in range(0, steps * batch, batch):
         rows = train.select(range(start, start + batch))
+        pairs = list(zip(rows["sentence1"], rows["sentence2"]))
         t0 = time.perf_counter()
-        enc = tokenizer(list(rows["sentence1"]), list(rows["sentence2"]), padding=True, truncation=True, max_length=seq, return_tensors="pt")
+        (inputs,) = pair_batches(teacher, pairs, batch, seq)  # the joint pair, padded to the longest, truncated to seq
         with torch.inference_mode():
-            teacher(**enc)
+            teacher(**inputs)
         times.append(time.perf_counter() - t0)
     return times[3:]
 
@@ -75,6 +78,7 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--student_layers", type=int, default=2)
     parser.add_argument("--name", default="step_time")
+    smoke_option(parser, steps=5, rounds=1, batch=4, seq=16)
     opts = parser.parse_args()
     command = "python benchmarks/step_time.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.manual_seed(0)

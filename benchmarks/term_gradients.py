@@ -22,7 +22,7 @@ import shlex
 import sys
 
 import torch
-from common import CACHE, mean_std, write_results
+from common import CACHE, mean_std, smoke_option, write_results
 from ranking import arm_arguments, load_data, teacher_for, training_args
 
 from hf_distill import CrossEncoderModel
@@ -92,6 +92,7 @@ def main() -> None:
     parser.add_argument("--teacher_soft_scale", type=float, default=1.0)
     parser.add_argument("--max_length", type=int, default=128)
     parser.add_argument("--name", default="term_gradients")
+    smoke_option(parser, student_layers=[2], batches=2)
     opts = parser.parse_args()
     if opts.batches < 1:
         parser.error(f"--batches must be >= 1, got {opts.batches}")

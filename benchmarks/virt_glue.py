@@ -27,7 +27,9 @@ import sys
 import time
 
 import torch
-from common import CACHE, GLUE_TASKS, eval_metrics, last_terms, load_task, mean_std, minilm_dir, start_results, write_results
+from common import (
+    CACHE, GLUE_TASKS, eval_metrics, last_terms, load_task, mean_std, minilm_dir, smoke_option, start_results, write_results,
+)
 from kd_glue import teacher_for, training_args
 
 from hf_distill import SiameseModel
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--max_eval", type=int, default=None, help="smoke runs only: cut the evaluation split")
     parser.add_argument("--name", default="virt_glue")
     parser.add_argument("--append", action="store_true", help="keep the tasks already in results/NAME.json")
+    smoke_option(parser, tasks=["mrpc"], seeds=[0])
     opts = parser.parse_args()
     command = "python benchmarks/virt_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
