@@ -182,25 +182,33 @@ def score_cost_matrix(
         if use_maps:
             a, b = ((q @ k.transpose(-1, -2)).flatten(1) for q, k in ((qs, ks), (qt, kt)))
             return _pairwise_squared_distances(a, b) / count
+        return _gram_squared_distances(qs, ks, qt, kt) / count
 
-        layers_s, layers_t, width_s, width_t = qs.size(0), qt.size(0), qs.size(-1), qt.size(-1)
-        pairs = batch * heads
 
-        def rows(x: torch.Tensor) -> torch.Tensor:  # (L, B, H, T, x) -> (B H, L x, T): every layer's factor as rows
-            return x.permute(1, 2, 0, 4, 3).reshape(pairs, -1, length)
+def _gram_squared_distances(qs: torch.Tensor, ks: torch.Tensor, qt: torch.Tensor, kt: torch.Tensor) -> torch.Tensor:
+    """(L_S, L_T) ||S_i - S'_j||_F^2 of the score maps S = Q K^T (factors from `_score_factors`), no map built.
 
-        def columns(x: torch.Tensor) -> torch.Tensor:  # (L, B, H, T, y) -> (B H, T, L y)
-            return x.permute(1, 2, 3, 0, 4).reshape(pairs, length, -1)
+    <S_i, S'_j> = sum over (example, head) of <Q_i^T Q'_j, K_i^T K'_j>: Gram matrices of the factors only.
+    """
+    layers_s, batch, heads, length, width_s = qs.shape
+    layers_t, width_t = qt.size(0), qt.size(-1)
+    pairs = batch * heads
 
-        def own_norms(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:  # ||Q K^T||_F^2 per layer = <Q^T Q, K^T K>
-            layers, width = q.size(0), q.size(-1)
-            q, k = q.reshape(-1, length, width), k.reshape(-1, length, width)
-            grams = torch.bmm(q.transpose(1, 2), q) * torch.bmm(k.transpose(1, 2), k)
-            return grams.view(layers, -1).sum(1)
+    def rows(x: torch.Tensor) -> torch.Tensor:  # (L, B, H, T, x) -> (B H, L x, T): every layer's factor as rows
+        return x.permute(1, 2, 0, 4, 3).reshape(pairs, -1, length)
 
-        # every (student layer, teacher layer) Gram block in one product per factor
-        cross = torch.bmm(rows(qs), columns(qt)) * torch.bmm(rows(ks), columns(kt))
-        cross = cross.view(pairs, layers_s, width_s, layers_t, width_t).sum((0, 2, 4))
-        student_norms, teacher_norms = own_norms(qs, ks), own_norms(qt, kt)
-        squared = student_norms[:, None] + teacher_norms[None, :] - 2.0 * cross
-        return squared.clamp(min=0.0) / count
+    def columns(x: torch.Tensor) -> torch.Tensor:  # (L, B, H, T, y) -> (B H, T, L y)
+        return x.permute(1, 2, 3, 0, 4).reshape(pairs, length, -1)
+
+    def own_norms(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:  # ||Q K^T||_F^2 per layer = <Q^T Q, K^T K>
+        layers, width = q.size(0), q.size(-1)
+        q, k = q.reshape(-1, length, width), k.reshape(-1, length, width)
+        grams = torch.bmm(q.transpose(1, 2), q) * torch.bmm(k.transpose(1, 2), k)
+        return grams.view(layers, -1).sum(1)
+
+    # every (student layer, teacher layer) Gram block in one product per factor
+    cross = torch.bmm(rows(qs), columns(qt)) * torch.bmm(rows(ks), columns(kt))
+    cross = cross.view(pairs, layers_s, width_s, layers_t, width_t).sum((0, 2, 4))
+    student_norms, teacher_norms = own_norms(qs, ks), own_norms(qt, kt)
+    squared = student_norms[:, None] + teacher_norms[None, :] - 2.0 * cross
+    return squared.clamp(min=0.0)
