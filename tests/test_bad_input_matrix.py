@@ -136,12 +136,20 @@ def test_class_id_out_of_range_is_refused_before_training(tmp_path, tiny_tokeniz
 
 
 def test_valid_labels_pass_the_check(tmp_path, tiny_tokenizer):
+    """Label names, -100 (no gold label) and regression scores pass, and reach the batch as the model reads them."""
+    classes = pair_dataset(8)["label"]
     named = pair_dataset(8).map(lambda row: {"label": ["no", "yes"][row["label"]]})
-    DistillationTrainer(model=_named(tiny_tokenizer), args=make_args(tmp_path), train_dataset=named)
     ignored = pair_dataset(8).map(lambda row, i: {"label": -100 if i == 0 else row["label"]}, with_indices=True)
-    DistillationTrainer(model=make_cross_encoder(tiny_tokenizer, num_layers=1), args=make_args(tmp_path), train_dataset=ignored)
     scores = pair_dataset(8, regression=True)  # regression scores are not class ids
-    DistillationTrainer(model=make_cross_encoder(tiny_tokenizer, num_layers=1, num_labels=1), args=make_args(tmp_path), train_dataset=scores)
+    cases = [
+        (_named(tiny_tokenizer), named, torch.tensor(classes)),  # "no"/"yes" -> label2id
+        (make_cross_encoder(tiny_tokenizer, num_layers=1), ignored, torch.tensor([-100, *classes[1:]])),
+        (make_cross_encoder(tiny_tokenizer, num_layers=1, num_labels=1), scores, torch.tensor(scores["label"])),
+    ]
+    for model, data, expected in cases:
+        trainer = DistillationTrainer(model=model, args=make_args(tmp_path), train_dataset=data)
+        labels = trainer.data_collator([data[i] for i in range(len(data))])["labels"]
+        torch.testing.assert_close(labels, expected.to(labels.dtype))
 
 
 # ---------------------------------------------------------------------------- datasets

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import random
 from pathlib import Path
 
 import pytest
+import scipy.stats
+import torch
 import yaml
 from transformers import AutoModel, BertModel
 
@@ -179,6 +182,42 @@ def _results(folder) -> dict:
     return json.loads((folder / "all_results.json").read_text())
 
 
+def _read_jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _saved(folder):
+    """The model a run saved, in eval mode."""
+    return AutoModel.from_pretrained(folder).eval()
+
+
+@torch.no_grad()
+def _pair_logits(model, first: str, second: str) -> torch.Tensor:
+    """One pair alone through a saved cross-encoder (the runs here read at most 32 tokens)."""
+    return model(**model.tokenizer(first, second, truncation=True, max_length=32, return_tensors="pt")).logits[0]
+
+
+@torch.no_grad()
+def _cosine(model, first: str, second: str) -> float:
+    """Cosine of two sentences' embeddings, each encoded alone by a saved bi-encoder."""
+    return float(torch.cosine_similarity(model.encode([first])[0], model.encode([second])[0], dim=0))
+
+
+def _hand_ranking_metrics(scored: dict[str, dict[str, tuple[float, int]]], threshold: int) -> dict[str, float]:
+    """MRR@10, NDCG@10 (linear gains) and MAP over queries {qid: {doc: (model score, graded relevance)}}."""
+    mrr = ndcg = average_precision = 0.0
+    for docs in scored.values():
+        ranked = [relevance for _, relevance in sorted(docs.values(), key=lambda item: -item[0])][:10]
+        hits = [rank for rank, relevance in enumerate(ranked, 1) if relevance >= threshold]
+        mrr += 1 / hits[0] if hits else 0.0
+        relevant = sum(relevance >= threshold for _, relevance in docs.values())
+        average_precision += sum(i / rank for i, rank in enumerate(hits, 1)) / relevant if relevant else 0.0
+        ideal = sorted((relevance for _, relevance in docs.values()), reverse=True)[:10]
+        best = sum(gain / math.log2(rank + 1) for rank, gain in enumerate(ideal, 1))
+        ndcg += sum(gain / math.log2(rank + 1) for rank, gain in enumerate(ranked, 1)) / best if best else 0.0
+    return {"mrr@10": mrr / len(scored), "ndcg@10": ndcg / len(scored), "map": average_precision / len(scored)}
+
+
 def test_train_teacher_end_to_end(assets, tmp_path):
     """Plain fine-tuning of a backbone (no teacher), string labels from csv: label2id from sorted names."""
     out = tmp_path / "teacher"
@@ -212,9 +251,12 @@ def test_train_kd_end_to_end(assets, tmp_path, precompute):
     assert isinstance(student, CrossEncoderModel) and student.backbone.config.num_hidden_layers == 2
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     assert any("soft" in entry for entry in history)  # the teacher was used
+    test_rows = _read_jsonl(Path(assets["jsonl"]) / "test.jsonl")  # the reported score is the saved student's
+    correct = [int(_pair_logits(student.eval(), r["sentence1"], r["sentence2"]).argmax()) == r["label"] for r in test_rows]
+    assert results["test_accuracy"] == pytest.approx(sum(correct) / len(correct))
 
 
-def test_train_siamese_regression_on_score_column(assets, tmp_path):
+def test_train_siamese_regression_on_score_column(assets, tmp_path, capsys):
     """An STS-style folder with a float `score` column: regression (num_labels 1), label_scale applied."""
     out = tmp_path / "siamese"
     assert main(["train", "--model_name_or_path", assets["backbone"], "--student_type", "siamese", "--head", "cosine",
@@ -223,8 +265,15 @@ def test_train_siamese_regression_on_score_column(assets, tmp_path):
     model = AutoModel.from_pretrained(out)
     assert isinstance(model, SiameseModel) and model.config.num_labels == 1
 
-    scores = main(["sts-eval", str(out), f"{assets['sts']}/validation.jsonl"])
-    assert scores == 0
+    # sts-eval prints scipy's Spearman (x100) of the cosines of the validation pairs; training's eval_spearman agrees
+    rows = _read_jsonl(Path(assets["sts"]) / "validation.jsonl")
+    expected = 100 * scipy.stats.spearmanr([_cosine(model.eval(), r["sentence1"], r["sentence2"]) for r in rows],
+                                           [r["score"] for r in rows]).statistic
+    capsys.readouterr()
+    assert main(["sts-eval", str(out), f"{assets['sts']}/validation.jsonl"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["spearman_cosine"] == pytest.approx(expected, abs=0.006)  # printed to 2 decimals
+    assert 100 * _results(out)["eval_spearman"] == pytest.approx(expected, abs=1e-4)
 
 
 SHIPPED_RECIPES = sorted(p for p in (Path(__file__).resolve().parents[1] / "recipes").rglob("*.yaml") if p.parent.name != "accelerate")
@@ -246,7 +295,8 @@ def _ranking_folders(root: Path) -> tuple[Path, Path]:
     qa = root / "qa"
     qa.mkdir()
     for split, queries in (("train", 6), ("validation", 4), ("test", 3)):
-        rows = [{"qid": f"{split}{q}", "question": say(4), "answer": say(6), "label": int(c == q % 3)}
+        questions = [say(4) for _ in range(queries)]  # one question per qid, 3 candidate answers, one correct
+        rows = [{"qid": f"{split}{q}", "question": questions[q], "answer": say(6), "label": int(c == q % 3)}
                 for q in range(queries) for c in range(3)]
         _write_jsonl(qa / f"{split}.jsonl", rows)
     trec = root / "trec19"
@@ -267,10 +317,29 @@ def test_train_with_ranking_evaluation(assets, tmp_path):
                  "question", "answer", "--ranking_qid_column", "qid", "--ranking_eval_dirs", str(trec),
                  "--output_dir", str(out), "--max_length", "32", *FAST]) == 0
     results = _results(out)
-    for prefix in ("eval_rank", "test_rank", "test_trec19"):
-        for metric in ("mrr@10", "ndcg@10", "map"):
-            assert 0.0 <= results[f"{prefix}_{metric}"] <= 1.0
-    # query 2's only judged passage has relevance 1 < trec_relevance_threshold 2: MRR counts it as 0
+    model = _saved(out)
+
+    def log_odds(query: str, passage: str) -> float:  # the 2-class ranker's score: logit 1 - logit 0
+        logits = _pair_logits(model, query, passage)
+        return float(logits[1] - logits[0])
+
+    for split in ("validation", "test"):  # answer selection: relevance = label, threshold 1
+        scored: dict = {}
+        for row in _read_jsonl(qa / f"{split}.jsonl"):
+            scored.setdefault(row["qid"], {})[row["answer"]] = (log_odds(row["question"], row["answer"]), row["label"])
+        prefix = "eval_rank" if split == "validation" else "test_rank"
+        assert {m: results[f"{prefix}_{m}"] for m in ("mrr@10", "ndcg@10", "map")} == pytest.approx(
+            _hand_ranking_metrics(scored, threshold=1))
+    # TREC layout: graded judgements, threshold 2; query 2's only judged passage (relevance 1) never counts as a hit
+    queries = {r["qid"]: r["query"] for r in _read_jsonl(trec / "queries.jsonl")}
+    corpus = {r["pid"]: r["text"] for r in _read_jsonl(trec / "corpus.jsonl")}
+    qrels = {(r["qid"], r["pid"]): r["relevance"] for r in _read_jsonl(trec / "qrels.jsonl")}
+    scored = {}
+    for r in _read_jsonl(trec / "candidates.jsonl"):
+        relevance = qrels.get((r["qid"], r["pid"]), 0)
+        scored.setdefault(r["qid"], {})[r["pid"]] = (log_odds(queries[r["qid"]], corpus[r["pid"]]), relevance)
+    expected = _hand_ranking_metrics(scored, threshold=2)
+    assert {m: results[f"test_trec19_{m}"] for m in ("mrr@10", "ndcg@10", "map")} == pytest.approx(expected)
     assert results["test_trec19_mrr@10"] <= 0.5
     assert {"eval_accuracy", "test_accuracy"} <= set(results)
 
@@ -297,7 +366,9 @@ def test_siamese_nli_student_scores_sts_files_at_the_end(assets, tmp_path):
     assert main(["train", "--model_name_or_path", assets["backbone"], "--student_type", "siamese", "--data_dir",
                  assets["jsonl"], "--sts_eval_files", str(sts_file), "--output_dir", str(out), *FAST]) == 0
     results = _results(out)
-    assert -100.0 <= results["test_sts_validation_spearman_cosine"] <= 100.0
+    model, rows = _saved(out), _read_jsonl(sts_file)  # scipy's Spearman (x100) of the saved student's cosines
+    expected = scipy.stats.spearmanr([_cosine(model, r["sentence1"], r["sentence2"]) for r in rows], [r["score"] for r in rows])
+    assert results["test_sts_validation_spearman_cosine"] == pytest.approx(100 * expected.statistic, abs=1e-4)
     assert "test_accuracy" in results
 
 
@@ -386,6 +457,11 @@ def test_quickstart_end_to_end_on_the_embedded_demo_set(tiny_tokenizer, tmp_path
     assert "embedded demo set hf_distill/demo/demo_pairs.jsonl" in summary["data"]
     teacher, student = summary["models"]
     assert (teacher["layers"], student["layers"]) == (2, 1) and student["parameters"] < teacher["parameters"]
-    assert teacher["pairs_per_s"] > 0 and student["pairs_per_s"] > 0 and 0 <= student["accuracy"] <= 1
+    assert teacher["pairs_per_s"] > 0 and student["pairs_per_s"] > 0
+    # the accuracy reported is the saved student's on the first 16 validation pairs
+    saved, rows = _saved(tmp_path / "student"), _read_jsonl(tmp_path / "demo_data" / "validation.jsonl")[:16]
+    with torch.no_grad():
+        predicted = [int(saved(**saved.tokenizer(r["sentence1"], r["sentence2"], return_tensors="pt")).logits.argmax()) for r in rows]
+    assert student["accuracy"] == pytest.approx(sum(p == r["label"] for p, r in zip(predicted, rows)) / len(rows))
     assert json.loads((tmp_path / "quickstart_results.json").read_text())["models"] == summary["models"]
     assert "speed-up" in capsys.readouterr().out

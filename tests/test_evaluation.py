@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 from transformers import BertConfig, BertTokenizer
 
@@ -20,6 +21,21 @@ ANGLES = {"s0": 0, "s1": 90, "s2": 0, "s3": 60, "s4": 10, "s5": 10, "s6": 20, "s
 PAIRS = [("s0", "s1"), ("s2", "s3"), ("s4", "s5"), ("s6", "s7")]
 COSINES = [0.0, 0.5, 1.0, math.sqrt(2) / 2]
 GOLD = [0.0, 2.0, 1.0, 3.0]
+
+
+def hand_accuracy(predicted, gold) -> float:
+    return sum(p == g for p, g in zip(predicted, gold)) / len(gold)
+
+
+def hand_f1(predicted, gold, positive: int) -> float:
+    """2 TP / (2 TP + FP + FN) for one class (0 when the class is neither predicted nor gold)."""
+    tp = sum(p == g == positive for p, g in zip(predicted, gold))
+    wrong = sum((p == positive) != (g == positive) for p, g in zip(predicted, gold))
+    return 2 * tp / (2 * tp + wrong) if tp or wrong else 0.0
+
+
+def hand_macro_f1(predicted, gold, classes: int) -> float:
+    return sum(hand_f1(predicted, gold, c) for c in range(classes)) / classes
 
 
 def hand_pearson(x, y):
@@ -144,14 +160,21 @@ def test_evaluators_run_real_tiny_models():
         )
     )
     siamese.tokenizer = tiny_tokenizer()
-    sts = STSEvaluator(first, second, [1.0, 2.0, 3.0, 4.0], batch_size=3)(siamese)
+    gold = [1.0, 2.0, 3.0, 4.0]
+    sts = STSEvaluator(first, second, gold, batch_size=3)(siamese)
     assert set(sts) == {"spearman_cosine", "pearson_cosine"}
-    assert all(-100.0 <= v <= 100.0 for v in sts.values())
+    siamese.eval()  # scipy's correlations (x100) of the cosines of each pair's embeddings, encoded one at a time
+    cosines = [float(torch.cosine_similarity(siamese.encode([a])[0], siamese.encode([b])[0], dim=0)) for a, b in zip(first, second)]
+    siamese.train()
+    assert sts["spearman_cosine"] == pytest.approx(100 * scipy.stats.spearmanr(cosines, gold).statistic)
+    assert sts["pearson_cosine"] == pytest.approx(100 * scipy.stats.pearsonr(cosines, gold).statistic, abs=1e-4)
 
     nli = PairClassificationEvaluator(first, second, ["x", "y", "z", "x"], batch_size=3)
     logits = nli.predict_logits(siamese)
     assert logits.shape == (4, 3)
-    assert set(nli(siamese)) == {"accuracy", "f1_macro"}
+    predicted = logits.argmax(axis=1).tolist()
+    assert nli(siamese) == pytest.approx({"accuracy": hand_accuracy(predicted, [0, 1, 2, 0]),
+                                          "f1_macro": hand_macro_f1(predicted, [0, 1, 2, 0], classes=3)})
     assert siamese.training  # the evaluator ran in eval mode and restored training mode
     siamese.eval()
     with torch.no_grad():  # the padded batch gives the same logits as one pair alone
@@ -162,7 +185,12 @@ def test_evaluators_run_real_tiny_models():
 
     cross = CrossEncoderModel(CrossEncoderConfig(encoder=tiny_encoder(), num_labels=2))
     cross.tokenizer = tiny_tokenizer()
-    assert set(PairClassificationEvaluator(first, second, [0, 1, 1, 0])(cross)) == {"accuracy", "f1"}
+    binary = PairClassificationEvaluator(first, second, [0, 1, 1, 0])(cross)
+    cross.eval()
+    with torch.no_grad():  # each pair alone through the cross-encoder: the class it gives the higher logit
+        predicted = [int(cross(**cross.tokenizer(a, b, return_tensors="pt")).logits.argmax()) for a, b in zip(first, second)]
+    assert binary == pytest.approx({"accuracy": hand_accuracy(predicted, [0, 1, 1, 0]),
+                                    "f1": hand_f1(predicted, [0, 1, 1, 0], positive=1)})
 
 
 # ---------------------------------------------------------------------------- real data

@@ -246,7 +246,37 @@ def tiny_encoder() -> dict:
     ).to_dict()
 
 
+# write_trec's judgements and q1's candidates: the metrics of any order of them, by hand (threshold 2, linear gains)
+TREC_QRELS = {"q1": {"a": 3, "b": 2, "c": 1, "d": 0, "e": 2}, "q2": {"x": 1, "y": 0}, "q3": {"z": 2}, "q4": {"w": 0}}
+
+
+def hand_metrics(order: dict[str, list[str]]) -> dict[str, float]:
+    """MRR@10, NDCG@10 and MAP over write_trec's 4 queries for the given candidate order of each query."""
+    rr = ndcg = ap = 0.0
+    for qid, qrels in TREC_QRELS.items():
+        ranked = order.get(qid, [])
+        relevant = [rank for rank, doc in enumerate(ranked, 1) if qrels.get(doc, 0) >= 2]
+        rr += 1 / relevant[0] if relevant else 0.0
+        ap += sum(i / rank for i, rank in enumerate(relevant, 1)) / max(1, sum(r >= 2 for r in qrels.values()))
+        ideal = sum(g / math.log2(i + 1) for i, g in enumerate(sorted(qrels.values(), reverse=True), 1))
+        dcg = sum(qrels.get(doc, 0) / math.log2(rank + 1) for rank, doc in enumerate(ranked, 1))
+        ndcg += dcg / ideal if ideal else 0.0
+    return {"mrr@10": rr / 4, "ndcg@10": ndcg / 4, "map": ap / 4}
+
+
+def own_score(model, qid: str, doc: str) -> float:
+    """One pair scored alone, in eval mode: a 2-class cross-encoder's log-odds of class 1, a bi-encoder's cosine."""
+    query, passage = f"query {qid}", f"passage {doc}"
+    with torch.no_grad():
+        if isinstance(model, CrossEncoderModel):
+            logits = model(**model.tokenizer(query, passage, return_tensors="pt")).logits[0]
+            return float(logits[1] - logits[0])
+        u, v = (model.encode([text], batch_size=1)[0] for text in (query, passage))
+        return float(torch.nn.functional.cosine_similarity(u, v, dim=0))
+
+
 def test_evaluator_runs_real_cross_encoder_and_siamese(tmp_path):
+    """The evaluator's metrics of a random model = the hand metrics of the order the model's own scores give."""
     torch.manual_seed(0)
     data = load_trec_run(write_trec(tmp_path / "dl"))
     evaluator = RankingEvaluator(data, batch_size=2, relevance_threshold=2)
@@ -254,11 +284,15 @@ def test_evaluator_runs_real_cross_encoder_and_siamese(tmp_path):
     cross.tokenizer = tiny_tokenizer()
     siamese = SiameseModel(SiameseConfig(encoder=tiny_encoder(), head="none"))
     siamese.tokenizer = tiny_tokenizer()
+    candidates = {"q1": ["a", "b", "c", "d"], "q2": ["x", "y"], "q4": ["w"]}
     for model in (cross, siamese):
         out = evaluator(model)
-        assert set(out) == {"mrr@10", "ndcg@10", "map"}
-        assert all(0.0 <= v <= 1.0 for v in out.values())
         assert model.training  # predict/encode restore the mode the trainer left
+        model.eval()
+        order = {qid: sorted(docs, key=lambda d, q=qid: -own_score(model, q, d)) for qid, docs in candidates.items()}
+        model.train()
+        assert order["q1"] != ["a", "b", "c", "d"]  # the model reorders BM25's a, b, c, d: its scores, not the first stage
+        assert out == pytest.approx(hand_metrics(order), abs=1e-6)
 
 
 def test_ranking_data_rejects_bad_structure():
