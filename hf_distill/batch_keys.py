@@ -5,6 +5,12 @@ Siamese student, `input_ids_a`, `input_ids_b`, ...), gold `labels` when the row 
 for teacher k either its own tokenisation under the prefix `teacher_{k}_` (online teachers) or
 its precomputed logits as `teacher_logits_{k}` (a dataset column). VIRT's token alignment
 travels as `teacher_alignment_{a,b}_{student,teacher,mask}`.
+
+A batch of query groups (`hf_distill.group_collator`) holds the student's view of every passage
+(cross-encoder: the (query, passage) pairs, group after group; Siamese: the queries, then the
+passages, stacked in one `input_ids_a`), the teacher's precomputed scores `teacher_scores`
+(groups x passages, the positive first), `group_mask` (True where a group has a passage), the gold
+`passage_labels` when known (-100 where not) and `group_query` (groups of one query share an id).
 """
 
 from __future__ import annotations
@@ -17,6 +23,11 @@ TEACHER_PREFIX = "teacher_"
 LOGITS_PREFIX = "teacher_logits_"
 ALIGNMENT_PREFIX = "teacher_alignment_"
 ALIGNMENT_KEYS = tuple(f"{ALIGNMENT_PREFIX}{side}_{what}" for side in "ab" for what in ("student", "teacher", "mask"))
+GROUP_SCORES = "teacher_scores"
+GROUP_MASK = "group_mask"
+GROUP_LABELS = "passage_labels"
+GROUP_QUERY = "group_query"
+GROUP_KEYS = (GROUP_SCORES, GROUP_MASK, GROUP_LABELS, GROUP_QUERY)  # read by the group losses, never by the student
 _LOGITS_COLUMN = re.compile(rf"^{LOGITS_PREFIX}(\d+)$")
 
 
@@ -45,8 +56,9 @@ def is_teacher_key(key: str) -> bool:
 
 
 def student_view(batch: Mapping[str, Any], labels: bool = True) -> dict[str, Any]:
-    """What the student's forward takes: every key that is not a teacher's (and `labels` unless `labels=False`)."""
-    return {k: v for k, v in batch.items() if not is_teacher_key(k) and (labels or k != "labels")}
+    """What the student's forward takes: every key that is neither a teacher's nor a group's (and `labels`
+    unless `labels=False`)."""
+    return {k: v for k, v in batch.items() if not is_teacher_key(k) and k not in GROUP_KEYS and (labels or k != "labels")}
 
 
 def teacher_view(batch: Mapping[str, Any], k: int) -> dict[str, Any]:

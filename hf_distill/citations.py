@@ -76,6 +76,40 @@ CITATIONS: dict[str, dict[str, str]] = {
   archivePrefix = {arXiv}
 }""",
     },
+    "hofstatter2020": {
+        "title": "Improving Efficient Neural Ranking Models with Cross-Architecture Knowledge Distillation "
+        "(Hofstätter et al., 2020)",
+        "bibtex": """@misc{hofstatter2020margin,
+  title         = {Improving Efficient Neural Ranking Models with Cross-Architecture Knowledge Distillation},
+  author        = {Hofst{\\"a}tter, Sebastian and Althammer, Sophia and Schr{\\"o}der, Michael and Sertkan, Mete and Hanbury, Allan},
+  year          = {2020},
+  eprint        = {2010.02666},
+  archivePrefix = {arXiv},
+  primaryClass  = {cs.IR}
+}""",
+    },
+    "rocketqav2": {
+        "title": "RocketQAv2: A Joint Training Method for Dense Passage Retrieval and Passage Re-ranking (Ren et al., EMNLP 2021)",
+        "bibtex": """@inproceedings{ren2021rocketqav2,
+  title         = {{RocketQAv2}: A Joint Training Method for Dense Passage Retrieval and Passage Re-ranking},
+  author        = {Ren, Ruiyang and Qu, Yingqi and Liu, Jing and Zhao, Wayne Xin and She, Qiaoqiao and Wu, Hua and Wang, Haifeng and Wen, Ji-Rong},
+  booktitle     = {Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing (EMNLP)},
+  year          = {2021},
+  eprint        = {2110.07367},
+  archivePrefix = {arXiv}
+}""",
+    },
+    "dpr": {
+        "title": "Dense Passage Retrieval for Open-Domain Question Answering (Karpukhin et al., EMNLP 2020)",
+        "bibtex": """@inproceedings{karpukhin2020dpr,
+  title         = {Dense Passage Retrieval for Open-Domain Question Answering},
+  author        = {Karpukhin, Vladimir and O{\\u{g}}uz, Barlas and Min, Sewon and Lewis, Patrick and Wu, Ledell and Edunov, Sergey and Chen, Danqi and Yih, Wen-tau},
+  booktitle     = {Proceedings of the 2020 Conference on Empirical Methods in Natural Language Processing (EMNLP)},
+  year          = {2020},
+  eprint        = {2004.04906},
+  archivePrefix = {arXiv}
+}""",
+    },
 }
 
 
@@ -122,6 +156,25 @@ METHODS: dict[str, Method] = {
             "the Siamese student's virtual X-to-Y attention maps are distilled from the cross-encoder's "
             "attention between the two texts; inference stays independent per text.",
             ("virt",),
+        ),
+        Method(
+            "margin_mse", "Margin-MSE", ("margin-mse", "ranking-distillation"), "Hofstätter et al., 2020, arXiv:2010.02666",
+            "over query groups, the student's score margin between a query's positive and each of its negatives "
+            "matches the teacher's (scores precomputed once over every candidate).",
+            ("hofstatter2020",),
+        ),
+        Method(
+            "listwise_kl", "Listwise distillation", ("listwise-distillation", "ranking-distillation"),
+            "Ren et al., EMNLP 2021, arXiv:2110.07367",
+            "over query groups, the student's softmax over a query's passages matches the teacher's (KL at a "
+            "temperature; RocketQAv2's listwise distillation with the teacher's scores precomputed).",
+            ("rocketqav2",),
+        ),
+        Method(
+            "in_batch_negatives", "In-batch negatives", ("in-batch-negatives",), "Karpukhin et al., EMNLP 2020, arXiv:2004.04906",
+            "a Siamese student's query embedding must pick its positive among every passage of the batch "
+            "(cross-entropy over scaled cosines).",
+            ("dpr",),
         ),
     )
 }

@@ -110,7 +110,7 @@ class DistillationTrainer(Trainer):
         )
         # Our compute_loss returns a per-batch mean: the Trainer must scale it for accumulation.
         self.model_accepts_loss_kwargs = False
-        if isinstance(data_collator, PairCollator):
+        if callable(getattr(data_collator, "columns", None)):  # PairCollator, GroupCollator: keep what they read
             self._signature_columns = data_collator.columns()
         for teacher in self.teachers:
             freeze_teacher(teacher, self.args.device, self.args.teacher_dtype)

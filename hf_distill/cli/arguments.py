@@ -140,6 +140,33 @@ class DataArguments:
     trec_relevance_threshold: int = field(
         default=2, metadata={"help": "Relevance counted as relevant by MRR / MAP on ranking_eval_dirs (TREC DL: 2)."}
     )
+    # ---------------------------------------------------------------- query groups (cli/query_groups.py)
+    ranking_group_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Train on query groups of this many passages instead of pairs: a positive and n - 1 negatives drawn "
+            "(seed) from each query's candidates, every candidate scored once by the teachers (cached); for the group "
+            "losses margin_mse_weight / listwise_kl_weight / in_batch_weight. Needs ranking_qid_column and hard_weight 0."
+        },
+    )
+    ranking_positives: str = field(
+        default="gold",
+        metadata={"help": "Query groups start from each gold-relevant candidate ('gold') or the teacher's top one ('teacher')."},
+    )
+    ranking_negative_depth: int | None = field(
+        default=None, metadata={"help": "Draw negatives from each query's first N candidates (BM25's top N); null: all."}
+    )
+    ranking_train_dirs: list[str] | None = field(
+        default=None,
+        metadata={"help": "TREC-layout folders (e.g. msmarco_trec_dl/dl20) whose queries join the training query groups."},
+    )
+    retrieval_eval_dirs: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "TREC-layout folders whose passage pool a Siamese student searches by cosine at the end (dense "
+            "retrieval): test_<folder>_dense_recall@100 / _mrr@10 / _ndcg@10 / _map."
+        },
+    )
 
     def __post_init__(self):
         for name in ("max_train_samples", "max_eval_samples", "max_predict_samples"):
@@ -152,6 +179,9 @@ class DataArguments:
             self.sts_eval_files = [self.sts_eval_files]
         if self.trec_relevance_threshold < 1:
             raise ConfigError(f"trec_relevance_threshold={self.trec_relevance_threshold} is not valid; give a relevance >= 1.")
+        from .query_groups import check_group_arguments
+
+        check_group_arguments(self)
         if not (self.data_dir or self.train_file or self.validation_file or self.test_file or self.dataset_name):
             raise ConfigError("no data: give dataset_name (Hub) or data_dir (local train/validation/test files).")
 

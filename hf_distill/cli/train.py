@@ -17,6 +17,7 @@ from .arguments import DataArguments, ModelArguments
 from .errors import ConfigError
 from .labels import find_label_column, is_labelled, labels_for
 from .models import build_student, check_head, count_parameters, load_teacher_model
+from .query_groups import group_training_set, retrieval_evaluators
 from .splits import load_raw_datasets, trim_splits
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ def run(
     splits = load_data(model_args, data_args, training_args, do_train)
     student, teachers = build_models(model_args, splits, training_args.label_column, do_train)
     splits.train, teachers = label_offline(splits.train, teachers, splits.text_columns, data_args, training_args)
-    trainer = build_trainer(student, teachers, splits, data_args, training_args, do_train)
+    splits.train, teachers, collator = group_training_set(splits, student, teachers, data_args, training_args)
+    trainer = build_trainer(student, teachers, splits, data_args, training_args, do_train, collator)
     results: dict[str, Any] = {}
     if do_train:
         results.update(train_model(trainer, splits.train, student))
@@ -146,7 +148,8 @@ def label_offline(train, teachers: list, text_columns: list[str], data_args: Dat
     return train, []
 
 
-def build_trainer(student, teachers: list, splits: Splits, data_args: DataArguments, training_args, do_train: bool):
+def build_trainer(student, teachers: list, splits: Splits, data_args: DataArguments, training_args, do_train: bool,
+                  data_collator=None):
     """The `DistillationTrainer`: online teachers, the labelled validation split, its metrics and re-ranking."""
     from ..metrics import compute_metrics_for
     from ..trainer import DistillationTrainer
@@ -160,6 +163,7 @@ def build_trainer(student, teachers: list, splits: Splits, data_args: DataArgume
         model=student,
         args=training_args,
         teachers=teachers or None,
+        data_collator=data_collator,
         train_dataset=dataset,
         eval_dataset=_labelled(splits.validation, label_column),
         compute_metrics=compute_metrics_for(student.config.num_labels) if student.config.num_labels else None,
@@ -227,7 +231,7 @@ def _record(trainer, split: str, metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def _test_evaluators(test_split, data_args: DataArguments, text_columns, training_args) -> list:
-    """Re-ranking of the test split's queries, of each TREC folder, and the STS files."""
+    """Re-ranking of the test split's queries, of each TREC folder, the STS files, dense retrieval of TREC pools."""
     from ..evaluation import STSEvaluator
     from ..ranking import RankingEvaluator, load_trec_run
 
@@ -246,7 +250,7 @@ def _test_evaluators(test_split, data_args: DataArguments, text_columns, trainin
         )
         for path in data_args.sts_eval_files or []
     ]
-    return evaluators
+    return evaluators + retrieval_evaluators(data_args, training_args)
 
 
 def _ranking_evaluators(dataset, data_args: DataArguments, text_columns, label_column: str, training_args) -> list:

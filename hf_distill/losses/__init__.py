@@ -7,8 +7,11 @@ Each declares its terms, the argument weighing each, what it needs, its method a
 from .base import LossComponent, Term, check_returned_terms, declared_terms, resolve_weights
 from .emd import EMDLayerLoss, cost_attention_update, earth_movers_flow
 from .emd_costs import layer_cost_matrix
+from .in_batch_negatives import InBatchNegativesLoss, in_batch_negatives
 from .layers import AttentionLoss, EmbeddingLoss, HiddenStateLoss, masked_mse
+from .listwise_kl import ListwiseKLLoss, listwise_kl
 from .logits import PredictionLoss, hard_loss, soft_loss
+from .margin_mse import MarginMSELoss, margin_mse
 from .registry import LOSS_COMPONENTS, build_components, register_loss
 from .virt import VirtualInteractionLoss
 
@@ -18,7 +21,10 @@ __all__ = [
     "EMDLayerLoss",
     "EmbeddingLoss",
     "HiddenStateLoss",
+    "InBatchNegativesLoss",
+    "ListwiseKLLoss",
     "LossComponent",
+    "MarginMSELoss",
     "PredictionLoss",
     "Term",
     "VirtualInteractionLoss",
@@ -28,7 +34,10 @@ __all__ = [
     "declared_terms",
     "earth_movers_flow",
     "hard_loss",
+    "in_batch_negatives",
     "layer_cost_matrix",
+    "listwise_kl",
+    "margin_mse",
     "masked_mse",
     "register_loss",
     "resolve_weights",

@@ -14,7 +14,10 @@ from torch import nn
 
 from .base import LossComponent
 from .emd import EMDLayerLoss
+from .in_batch_negatives import InBatchNegativesLoss
 from .layers import AttentionLoss, EmbeddingLoss, HiddenStateLoss
+from .listwise_kl import ListwiseKLLoss
+from .margin_mse import MarginMSELoss
 from .virt import VirtualInteractionLoss
 
 __all__ = ["LOSS_COMPONENTS", "build_components", "register_loss", "switch_arguments"]
@@ -39,6 +42,8 @@ def register_loss(component: type[LossComponent]) -> type[LossComponent]:
 
 
 for _component in (EmbeddingLoss, HiddenStateLoss, AttentionLoss, EMDLayerLoss, VirtualInteractionLoss):
+    register_loss(_component)
+for _component in (MarginMSELoss, ListwiseKLLoss, InBatchNegativesLoss):  # query groups (hf_distill.ranking_groups)
     register_loss(_component)
 
 
@@ -69,8 +74,9 @@ def build_components(
     """New components for every switched-on entry, skipping classes the caller already gave as objects."""
     have = {type(component) for component in given}
     wanted = [entry for entry in requested_components(args, term_weights) if entry not in have]
-    if wanted and teacher_config is None:
-        names = ", ".join(entry.switch for entry in wanted)
+    online = [entry for entry in wanted if entry.layer_outputs]  # group losses read precomputed teacher scores
+    if online and teacher_config is None:
+        names = ", ".join(entry.switch for entry in online)
         raise ValueError(
             f"{names} > 0 need an online teacher (teachers=...): layer losses read the teacher's hidden states "
             "and attention, which precomputed logits do not carry."

@@ -47,7 +47,7 @@ def active_terms(trainer) -> list[ActiveTerm]:
     at_start = resolve_weights(trainer.loss_components, trainer.args, explicit, 0.0, teachers)  # lambda = 0: soft shares
     active = []
     for name, (term, component) in declared_terms(trainer.loss_components).items():
-        if name == "hard" and not labels and teachers:
+        if name == "hard" and not labels:  # teachers only, or query groups: no gold label reaches the hard loss
             continue
         if annealed and term.weight_argument in _PREDICTION_ARGUMENTS and name not in explicit:
             share = at_start[name]

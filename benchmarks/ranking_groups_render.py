@@ -1,0 +1,154 @@
+"""Render benchmarks/results/ranking_groups.json: the table of docs/results/ranking.md, the #42 targets checked
+against it, and one picture of quality against speed-up. No number in the page is typed by hand."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+# (key in a row, column title): the three collections every model is scored on, x100
+QUALITY = (("wikiqa_test_mrr@10", "WikiQA MRR@10"), ("trecqa_test_mrr@10", "TrecQA MRR@10"), ("dl19_ndcg@10", "DL19 NDCG@10"))
+DENSE = (("dl19_dense_recall@100", "DL19 dense R@100"), ("dl19_dense_ndcg@10", "DL19 dense NDCG@10"))
+GROUPED = ("Margin-MSE", "listwise KL")
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def cells(rows: list[dict]) -> dict[str, list[dict]]:
+    """model name -> its runs (seeds), in the order the rows first appear."""
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        grouped[row["model"]].append(row)
+    return grouped
+
+
+def value(runs: list[dict], key: str) -> float | None:
+    """Mean over the runs of `key` x100, None when no run has it."""
+    values = [100 * r[key] for r in runs if key in r]
+    return statistics.fmean(values) if values else None
+
+
+def overall(runs: list[dict]) -> float | None:
+    """Mean of the three collections' headline metrics (x100)."""
+    parts = [value(runs, key) for key, _ in QUALITY]
+    return statistics.fmean(parts) if all(p is not None for p in parts) else None
+
+
+def _cell(runs: list[dict], key: str) -> str:
+    values = [100 * r[key] for r in runs if key in r]
+    if not values:
+        return "–"
+    mean, std = _mean_std(values)
+    return f"{mean:.2f} ± {std:.2f}" if len(values) > 1 else f"{mean:.2f}"
+
+
+def table(rows: list[dict]) -> list[str]:
+    teacher = next((runs for runs in cells(rows).values() if runs[0]["kind"] == "teacher"), None)
+    lines = [
+        "| model | seeds | " + " | ".join(t for _, t in QUALITY) + " | mean | % of teacher | "
+        + " | ".join(t for _, t in DENSE) + " | speed-up |",
+        "| --- | ---: | " + " | ".join("---:" for _ in QUALITY) + " | ---: | ---: | "
+        + " | ".join("---:" for _ in DENSE) + " | ---: |",
+    ]
+    reference = overall(teacher) if teacher else None
+    for name, runs in cells(rows).items():
+        mean = overall(runs)
+        speeds = [r["speed_up"] for r in runs if "speed_up" in r]
+        cells_ = [name, str(len(runs)), *(_cell(runs, k) for k, _ in QUALITY),
+                  f"{mean:.2f}" if mean is not None else "–",
+                  f"{100 * mean / reference:.1f}%" if mean is not None and reference else "–",
+                  *(_cell(runs, k) for k, _ in DENSE), f"{statistics.fmean(speeds):.2f}x" if speeds else "–"]
+        lines.append("| " + " | ".join(cells_) + " |")
+    return lines
+
+
+def _student(rows: list[dict], arm: str, layers: int | None) -> list[dict]:
+    return [r for r in rows if r.get("arm") == arm and r.get("layers") == layers]
+
+
+def _check(label: str, got: float | None, need: float, unit: str = "", strict: bool = False) -> str:
+    """One target: met (got >= need, or > need when `strict`: "beats"), or missed with its distance."""
+    if got is None:
+        return f"- {label}: not measured"
+    met = got > need if strict else got >= need
+    verdict = "met" if met else f"missed by {need - got:.2f}{unit}" + (" (a tie does not beat)" if got == need else "")
+    return f"- {label}: {got:.2f}{unit} against {'more than ' if strict else ''}{need:.2f}{unit}: {verdict}"
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """#42's targets, each met or missed with its distance."""
+    by_name = cells(rows)
+    teacher = next((runs for runs in by_name.values() if runs[0]["kind"] == "teacher"), [])
+    bm25 = by_name.get("BM25", [])
+    lines = [_check("teacher over BM25, DL19 NDCG@10 (points above)", _diff(value(teacher, "dl19_ndcg@10"),
+                                                                          value(bm25, "dl19_ndcg@10")), 0.0, strict=True)]
+    for layers, share in ((3, 97.0), (2, 95.0)):
+        for key, title in QUALITY:
+            best = max((v for arm in (*GROUPED, "KD") if (v := value(_student(rows, arm, layers), key)) is not None),
+                       default=None)
+            teacher_value = value(teacher, key)
+            got = 100 * best / teacher_value if best is not None and teacher_value else None
+            lines.append(_check(f"{layers}-layer best student, {title}, % of teacher", got, share, "%"))
+        kd = overall(_student(rows, "KD", layers))
+        grouped = max((v for arm in GROUPED if (v := overall(_student(rows, arm, layers))) is not None), default=None)
+        lines.append(_check(f"{layers}-layer best grouped loss over pointwise KD, mean of three (points)",
+                            _diff(grouped, kd), 1.0))
+    siamese = _student(rows, "Siamese Margin-MSE", None)
+    zero_shot = by_name.get("bi-encoder minilm (zero-shot)", [])
+    for key, title in QUALITY[:2]:
+        lines.append(_check(f"Siamese Margin-MSE over the zero-shot MiniLM bi-encoder, {title} (points)",
+                            _diff(value(siamese, key), value(zero_shot, key)), 0.0, strict=True))
+    return lines
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return a - b if a is not None and b is not None else None
+
+
+def picture(rows: list[dict], path: Path) -> None:
+    """Mean quality of the three collections against the measured speed-up, one marker per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, runs in cells(rows).items():
+        quality, speeds = overall(runs), [r["speed_up"] for r in runs if "speed_up" in r]
+        if quality is None or not speeds:
+            continue
+        marker = {"teacher": "*", "reference": "s"}.get(runs[0]["kind"], "o")
+        ax.scatter(statistics.fmean(speeds), quality, marker=marker, s=80)
+        ax.annotate(name, (statistics.fmean(speeds), quality), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel("speed-up over the teacher (DL19 re-ranking, same pairs)")
+    ax.set_ylabel("quality (mean of the 3 headline metrics, x100)")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}x"))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def render(results: Path, page: Path, image: Path) -> str:
+    """Write `page` (markdown) and `image` (PNG) from the results JSON; returns the page."""
+    payload = json.loads(results.read_text())
+    rows = payload["rows"]
+    picture(rows, image)
+    text = "\n".join([
+        "# Re-ranking distillation over query groups (#42)", "",
+        f"Command: `{payload['command']}`", "", f"Machine: {payload['machine']}", "",
+        "Every model trains on WikiQA train (students: query groups of 8, the teacher's scores precomputed once) and is "
+        "scored on WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot); values x100, mean ± std over seeds. "
+        "Dense retrieval searches DL19's BM25 candidate pool (4,297 passages) by cosine. Speed-up: the same DL19 "
+        "pairs re-ranked in turns with the teacher (a bi-encoder embeds the query and every passage).", "",
+        *table(rows), "", "## Targets", "", *targets(rows), "", f"![quality against speed-up]({image.name})", "",
+    ])
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(text)
+    return text

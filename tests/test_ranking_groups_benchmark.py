@@ -1,0 +1,70 @@
+"""benchmarks/ranking_groups_render.py: the table and the #42 targets from result rows, checked by hand."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from ranking_groups_render import render, targets  # noqa: E402
+
+
+def _row(model, kind, wikiqa, trecqa, dl19, **extra):
+    return {"model": model, "kind": kind, "wikiqa_test_mrr@10": wikiqa, "trecqa_test_mrr@10": trecqa, "dl19_ndcg@10": dl19,
+            "speed_up": extra.pop("speed_up", 1.0), **extra}
+
+
+ROWS = [
+    _row("teacher", "teacher", 0.80, 0.80, 0.60),
+    {"model": "BM25", "kind": "reference", "dl19_ndcg@10": 0.50},
+    _row("bi-encoder minilm (zero-shot)", "reference", 0.60, 0.70, 0.40),
+    *[_row("KD, 3 layers", "student", 0.76, 0.76, 0.57, arm="KD", layers=3, seed=s, speed_up=2.0) for s in (0, 1)],
+    _row("Margin-MSE, 3 layers", "student", 0.79, 0.78, 0.59, arm="Margin-MSE", layers=3, seed=0, speed_up=2.0),
+    _row("Siamese Margin-MSE, 6 layers", "student", 0.65, 0.70, 0.45, arm="Siamese Margin-MSE", layers=None, seed=0),
+]
+
+
+def test_targets_are_met_or_missed_with_their_distance():
+    lines = targets(ROWS)
+    assert "teacher over BM25, DL19 NDCG@10 (points above): 10.00 against more than 0.00: met" in lines[0]
+    wikiqa = next(line for line in lines if line.startswith("- 3-layer best student, WikiQA"))
+    assert wikiqa.endswith("98.75% against 97.00%: met")  # Margin-MSE 79 of the teacher's 80
+    dl19 = next(line for line in lines if line.startswith("- 3-layer best student, DL19"))
+    assert dl19.endswith("98.33% against 97.00%: met")
+    grouped = next(line for line in lines if line.startswith("- 3-layer best grouped"))
+    assert grouped.endswith("2.33 against 1.00: met")  # Margin-MSE (79 + 78 + 59) / 3 = 72 against KD 69.67
+    trecqa = [line for line in lines if "Siamese" in line][1]
+    assert "a tie does not beat" in trecqa  # 70 = 70
+
+
+def test_render_writes_the_page_and_the_picture(tmp_path):
+    results = tmp_path / "ranking_groups.json"
+    results.write_text(json.dumps({"command": "python benchmarks/ranking_groups.py", "machine": "test", "rows": ROWS}))
+    text = render(results, tmp_path / "ranking.md", tmp_path / "ranking.png")
+    assert "| KD, 3 layers | 2 | 76.00 ± 0.00 | 76.00 ± 0.00 | 57.00 ± 0.00 | 69.67 | 95.0% | – | – | 2.00x |" in text
+    assert (tmp_path / "ranking.png").stat().st_size > 0 and (tmp_path / "ranking.md").read_text() == text
+
+
+def test_smoke_mode_runs_every_arm_and_writes_only_in_its_folder(tmp_path):
+    """`benchmarks/ranking_groups.py --smoke`: the teacher, the references and every arm through the recipes, on
+    tiny random models; results and page in the smoke folder, nothing in benchmarks/results or docs."""
+    import os
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    protected = [repo / "benchmarks" / "results" / "ranking_groups.json", repo / "docs" / "results" / "ranking.md"]
+    before = {p: p.stat().st_mtime_ns for p in protected if p.exists()}
+    env = {**os.environ, "HF_DISTILL_SMOKE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run([sys.executable, str(repo / "benchmarks" / "ranking_groups.py"), "--smoke"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "results" / "ranking_groups.json").read_text())["rows"]
+    arms = {row.get("arm") for row in rows if row["kind"] == "student"}
+    assert arms == {"KD", "Margin-MSE", "listwise KL", "Siamese Margin-MSE"}
+    assert {"BM25", "bi-encoder minilm (zero-shot)", "bi-encoder mpnet (zero-shot)"} <= {row["model"] for row in rows}
+    siamese = next(row for row in rows if row.get("arm") == "Siamese Margin-MSE")
+    assert {"dl19_dense_recall@100", "dl20_dense_ndcg@10", "trecqa_test_mrr@10"} <= set(siamese)
+    assert (tmp_path / "docs" / "ranking.md").is_file() and (tmp_path / "docs" / "ranking_quality_speed.png").is_file()
+    assert {p: p.stat().st_mtime_ns for p in protected if p.exists()} == before
