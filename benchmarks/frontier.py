@@ -19,8 +19,9 @@ The speed-up over the teacher is measured in the same run (batch 32, sequence 12
 One row per (task, student_layers, arm, seed) is appended to benchmarks/results/frontier.json as
 runs finish; rows already there are skipped, so the run can stop and go on.
 
-    python benchmarks/frontier.py run --tasks mrpc stsb snli --layers 2 3 1 --seeds 0 1 2
-    python benchmarks/frontier.py render      # docs/results/frontier.md and one picture per task
+    python benchmarks/frontier.py --tasks mrpc stsb snli --layers 2 3 1 --seeds 0 1 2   # then renders
+    python benchmarks/frontier.py --render      # docs/results/frontier.md and one picture per task, from the rows
+    python benchmarks/frontier.py --smoke       # tiny random models and data (benchmarks/smoke.py)
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import CACHE, DATA, REPO, RESULTS, label_maps, machine, minilm_dir, run_arguments
+from common import CACHE, DATA, REPO, RESULTS, label_maps, machine, minilm_dir, run_arguments, smoke_option
 
 from hf_distill import CrossEncoderModel
 from hf_distill.augmentation import augment_pairs
@@ -70,7 +71,7 @@ def load_splits(task: str):
     files = TASKS[task][5]
     data = load_dataset("json", data_files={split: str(DATA / task / f"{name}.jsonl") for split, name in files.items()})
     if task == "snli":
-        split = data["train"].train_test_split(test_size=SNLI_HELD_OUT, seed=0)
+        split = data["train"].train_test_split(test_size=min(SNLI_HELD_OUT, len(data["train"]) // 4), seed=0)
         data["train"], data["validation"] = split["train"], split["test"]
     return data
 
@@ -228,37 +229,36 @@ def run(opts) -> None:
         row = dict(task=task, metric=TASKS[task][4], student_layers=layers, arm=arm, seed=seed, teacher_value=teacher_value,
                    teacher_sha256=digest, augment_n=augment_n(opts, task), machine=machine(), **result)
         append_row(row, command, opts.results)
-        print(f"[{task}] L{layers} {arm} seed {seed}: {row['value']:.2f} ({100 * row['value'] / teacher_value:.1f}% of "
-              f"{teacher_value:.2f}), {row['speed_up']:.2f}x, {row['steps']} steps, {row['train_seconds']:.0f}s", flush=True)
+        share = 100 * row["value"] / teacher_value if teacher_value else float("nan")
+        print(f"[{task}] L{layers} {arm} seed {seed}: {row['value']:.2f} ({share:.1f}% of {teacher_value:.2f}), "
+              f"{row['speed_up']:.2f}x, {row['steps']} steps, {row['train_seconds']:.0f}s", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    go = sub.add_parser("run", help="train what frontier.json lacks")
-    go.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    go.add_argument("--layers", nargs="+", type=int, default=[2, 3, 1])
-    go.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    go.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    go.add_argument("--augment_n", type=int, default=None, help="augmented pairs per training pair (default: AUGMENT_N)")
-    go.add_argument("--budget_epochs", type=int, default=3, help="step budget: epochs over the augmented set, every arm")
-    go.add_argument("--eval_every", type=int, default=250)
-    go.add_argument("--patience", type=int, default=4)
-    go.add_argument("--lr", type=float, default=1e-4)
-    go.add_argument("--beta", type=float, default=0.01, help="weight of each layer loss in the 'layer + aug' arm")
-    go.add_argument("--speed_seconds", type=float, default=3.0)
-    go.add_argument("--max_rows", type=int, default=None, help="smoke runs only: cut every split")
-    go.add_argument("--results", type=Path, default=RESULTS_JSON, help="the rows file (smoke runs: a temporary one)")
-    draw = sub.add_parser("render", help="tables and pictures from frontier.json")
-    draw.add_argument("--results", type=Path, default=RESULTS_JSON)
-    draw.add_argument("--docs", type=Path, default=DOCS)
+    parser.add_argument("--render", action="store_true", help="only render docs/results/frontier.md and pictures from the rows")
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--layers", nargs="+", type=int, default=[2, 3, 1])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--augment_n", type=int, default=None, help="augmented pairs per training pair (default: AUGMENT_N)")
+    parser.add_argument("--budget_epochs", type=int, default=3, help="step budget: epochs over the augmented set, every arm")
+    parser.add_argument("--eval_every", type=int, default=250)
+    parser.add_argument("--patience", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--beta", type=float, default=0.01, help="weight of each layer loss in the 'layer + aug' arm")
+    parser.add_argument("--speed_seconds", type=float, default=3.0)
+    parser.add_argument("--max_rows", type=int, default=None, help="cut every split (quick checks)")
+    parser.add_argument("--results", type=Path, default=RESULTS_JSON, help="the rows file")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="where the table and pictures are rendered")
+    smoke_option(parser, layers=[2, 1], seeds=[0], augment_n=2, budget_epochs=1, eval_every=2, patience=2,
+                 speed_seconds=0.05, docs=RESULTS / "frontier_docs")
     opts = parser.parse_args()
-    if opts.command == "run":
+    if not opts.render:
         run(opts)
-    else:
-        from frontier_render import render
+    from frontier_render import render
 
-        render(load_rows(opts.results), opts.docs)
+    render(load_rows(opts.results), opts.docs)
 
 
 if __name__ == "__main__":

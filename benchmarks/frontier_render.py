@@ -1,6 +1,6 @@
 """Render benchmarks/results/frontier.json: a table per task and a picture of quality against speed-up.
 
-Used by `python benchmarks/frontier.py render`; the test suite re-renders and compares with the
+Used by `python benchmarks/frontier.py --render`; the test suite re-renders and compares with the
 committed docs/results/frontier.md, so no number in it is typed by hand.
 """
 
@@ -48,7 +48,8 @@ def table(rows: list[dict]) -> str:
                 if not runs:
                     continue
                 mean, std = _mean_std([r["value"] for r in runs])
-                share = 100 * mean / statistics.fmean(r["teacher_value"] for r in runs)
+                teacher = statistics.fmean(r["teacher_value"] for r in runs)
+                share = 100 * mean / teacher if teacher else float("nan")
                 speed = statistics.fmean(r["speed_up"] for r in runs)
                 steps = ", ".join(f"{r['steps']} ({r['budget_steps']})" for r in runs)
                 lines.append(f"| {layers} | {arm} | {mean:.2f} ± {std:.2f} | {share:.1f}% | {len(runs)} | {speed:.2f}x | {steps} |")
@@ -95,7 +96,7 @@ def markdown(payload: dict) -> str:
     pictures = "\n".join(f"![{t}](frontier_{t}.png)" for t in tasks)
     return (
         "# The quality-versus-speed frontier\n\n"
-        "Rendered by `python benchmarks/frontier.py render` from `benchmarks/results/frontier.json` "
+        "Rendered by `python benchmarks/frontier.py --render` from `benchmarks/results/frontier.json` "
         f"({len(rows)} runs). Produced by:\n\n{commands}\n\n"
         "Students are cut from their teacher (`from_teacher`, strategy `uniform`), trained with early stopping on the "
         "validation split (best checkpoint kept) within the same step budget for every arm, and scored on the test "

@@ -88,7 +88,7 @@ def test_every_script_has_a_smoke_run():
     `common.smoke_option` (the others have a --smoke of their own, tested by their owners' tests)."""
     scripts = {p.name for p in BENCHMARKS.glob("*.py") if '__name__ == "__main__"' in p.read_text()} - {"smoke.py"}
     without = {name for name in scripts if not _takes_smoke((BENCHMARKS / name).read_text())}
-    assert without <= {"frontier.py"}, f"benchmark scripts without --smoke: {sorted(without)}"  # frontier.py (#40): --max_rows
+    assert without == set(), f"benchmark scripts without --smoke: {sorted(without)}"
     for script in SCRIPTS:
         assert "smoke_option(parser" in (BENCHMARKS / script).read_text(), f"{script} does not use common.smoke_option"
     assert set(SCRIPTS) <= scripts
@@ -258,3 +258,23 @@ def test_step_breakdown(smoke):
     assert "teacher forward" in plain and "cost-attention update" not in plain
     assert set(results["ratios"]) == set(RATIOS)
     assert len(results["emd_growth"]) == 6
+
+
+def test_frontier(smoke):
+    """One row per (task, depth, arm, seed) with the issue's fields; one teacher per task; one budget per cell."""
+    folder, report, _ = smoke
+    assert report["frontier.py"]["exit_code"] == 0, Path(report["frontier.py"]["log"]).read_text()[-6000:]
+    rows = json.loads((folder / "results" / "frontier.json").read_text())["rows"]
+    frontier = _benchmark("frontier")
+    expected = {(t, 2, arm, 0) for t in frontier.TASKS for arm in frontier.ARMS}
+    expected |= {(t, 1, arm, 0) for t in frontier.TASKS for arm in frontier.ONE_LAYER_ARMS}
+    assert {(r["task"], r["student_layers"], r["arm"], r["seed"]) for r in rows} == expected
+    fields = {"task", "metric", "student_layers", "arm", "seed", "value", "teacher_value", "speed_up", "teacher_sha256"}
+    assert all(fields <= set(r) and math.isfinite(r["value"]) and r["speed_up"] > 0 for r in rows)
+    for task in frontier.TASKS:
+        assert len({r["teacher_sha256"] for r in rows if r["task"] == task}) == 1
+        for layers in (1, 2):
+            cell = [r for r in rows if r["task"] == task and r["student_layers"] == layers]
+            assert len({r["budget_steps"] for r in cell}) == 1 and all(r["steps"] <= r["budget_steps"] for r in cell)
+    page = (folder / "results" / "frontier_docs" / "frontier.md").read_text()
+    assert page.count("| 2 | ") == 4 * len(frontier.TASKS) and (folder / "results" / "frontier_docs" / "frontier_snli.png").exists()

@@ -8,8 +8,8 @@ import pytest
 from ..conftest import make_cross_encoder
 from .conftest import SEVEN_PAIRS
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
+import onnx  # noqa: E402  (a test dependency: the dev extra)
+import onnxruntime  # noqa: E402,F401  (a test dependency: the dev extra)
 
 FP32_TOLERANCE = 1e-4
 # int8 (dynamic, per-channel int8 weights) on the tiny random students: scores within 2e-3 of the

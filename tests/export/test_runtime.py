@@ -7,7 +7,7 @@ import pytest
 
 from .conftest import SEVEN_PAIRS
 
-pytest.importorskip("onnxruntime")
+import onnxruntime  # noqa: E402,F401  (a test dependency: the dev extra)
 
 
 def test_sts_evaluator_runs_on_either(siamese_export):
