@@ -1,0 +1,53 @@
+"""benchmarks/embedding.py: its --smoke mode runs every step on tiny models (zero-shot rows, recipe runs,
+scores, speed) into the smoke folder only; --render reads the rows and states the issue's targets."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO / "benchmarks"
+
+
+def _module():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module("embedding")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_smoke_mode_runs_every_step_into_the_smoke_folder(tmp_path):
+    env = {**os.environ, "HF_DISTILL_SMOKE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "embedding.py", "--smoke", "--students", "l3", "--losses", "mse", "both"]
+    done = subprocess.run(command, cwd=BENCHMARKS, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = json.loads((tmp_path / "results" / "embedding.json").read_text())["rows"]
+    names = [(r["model"], r.get("loss")) for r in rows]
+    assert names == [("teacher all-mpnet-base-v2", None), ("all-MiniLM-L6-v2", None), ("all-MiniLM-L6-v2 first 3 layers", None),
+                     ("student start l3 (layers [0, 2, 5])", None), ("distilled l3", "mse"), ("distilled l3", "both")]
+    for row in rows:
+        assert {"stsb_spearman", "wikiqa_mrr@10", "sentences_per_s", "teacher_sentences_per_s", "speedup"} <= set(row)
+    assert [r["layers"] for r in rows[1:]] == [6, 3, 3, 3, 3]
+    table = (tmp_path / "results" / "embedding.md").read_text()
+    assert "| distilled l3 | 3 | both | 1 |" in table and "## Targets" in table
+    assert not (REPO / "docs" / "results" / "embedding.md").exists() or "smoke" not in (REPO / "docs" / "results" / "embedding.md").read_text()
+
+
+def test_targets_name_the_best_loss_its_distance_and_the_teacher_gap():
+    embedding = _module()
+    rows = [dict(model="teacher all-mpnet-base-v2", layers=12, stsb_spearman=83.4, speedup=1.0)]
+    rows += [dict(model="distilled l3", layers=3, loss=loss, seed=s, stsb_spearman=score + s, speedup=9.0)
+             for loss, score in (("mse", 80.0), ("both", 81.0)) for s in (0, 1, 2)]
+    rows += [dict(model="distilled l2", layers=2, loss="mse", seed=0, stsb_spearman=80.5, speedup=12.0)]
+    lines = embedding._targets(embedding._groups(rows))
+    assert lines[0] == ("- l3 (best loss `both`, 3 seeds): STS-B 82.0 vs target 82.0: met; teacher 83.4, gap 1.4 (within 2); "
+                        "speed-up 9.0x (met: >= 8x).")
+    assert lines[1] == "- l2 (best loss `mse`, 1 seed): STS-B 80.5 vs target 80.0: met."
+    rows[1:7] = [dict(r, stsb_spearman=r["stsb_spearman"] - 5) for r in rows[1:7]]
+    assert "missed by 5.0" in embedding._targets(embedding._groups(rows))[0]

@@ -1,0 +1,94 @@
+"""recipes/embedding/*.yaml run end to end on tiny models with command-line overrides: sentences of a data
+tree without its held-out files, a different-tokenizer teacher embedded offline (or online), the cut student
+saved with its card, STS scored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from transformers import AutoModel, BertTokenizerFast
+
+from hf_distill.cli.errors import ConfigError
+from hf_distill.embedding_recipe import main, parse_embedding_recipe
+from tests.conftest import TINY_VOCAB, make_bert_config, seed_everything
+from tests.embedding_helpers import mpnet_backbone, other_tokenizer
+from tests.test_embedding_distillation import texts
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPES = sorted((REPO / "recipes" / "embedding").glob("*.yaml"))
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A data tree laid out as ../shared/data, a 6-layer 'MiniLM' and a sentence-transformers 'MPNet' folder."""
+    root = tmp_path_factory.mktemp("embedding_world")
+    data = root / "data"
+    for split, seed in (("train", 1), ("validation", 2), ("test", 3)):
+        first, second = texts(12, seed), texts(12, seed + 10)
+        _write(data / "stsb" / f"{split}.jsonl", [{"sentence1": a, "sentence2": b, "score": float(i % 6)}
+                                                 for i, (a, b) in enumerate(zip(first, second))])
+    _write(data / "wikiqa" / "test.jsonl", [{"question": "who sings", "answer": "the man sings a song", "label": 1}])
+    _write(data / "msmarco_trec_dl" / "dl19" / "queries.jsonl", [{"qid": "1", "query": "red car"}])
+    seed_everything(0)
+    minilm = root / "minilm"
+    AutoModel.from_config(make_bert_config(6)).save_pretrained(minilm)
+    (root / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(root / "vocab.txt"), do_lower_case=True, model_max_length=64).save_pretrained(minilm)
+    mpnet = root / "mpnet"
+    mpnet_backbone().save_pretrained(mpnet)
+    other_tokenizer(root).save_pretrained(mpnet)
+    (mpnet / "modules.json").write_text(json.dumps([{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (mpnet / "1_Pooling").mkdir()
+    (mpnet / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
+    return root
+
+
+def overrides(world: Path, out: Path, *extra: str) -> list[str]:
+    data = world / "data"
+    return [
+        "--teacher_name_or_path", str(world / "mpnet"), "--model_name_or_path", str(world / "minilm"),
+        "--sentence_dir", str(data), "--sts_eval_files", str(data / "stsb" / "test.jsonl"), "--cache_dir", str(world / "cache"),
+        "--output_dir", str(out), "--max_steps", "3", "--per_device_train_batch_size", "8", "--max_length", "32",
+        "--save_strategy", "no", "--logging_steps", "1", "--use_cpu", "true", "--teacher_batch_size", "8", *extra,
+    ]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
+def test_each_recipe_runs_on_tiny_models_with_overrides(world, tmp_path, recipe):
+    assert main([str(recipe), *overrides(world, tmp_path / "out")]) == 0
+    results = json.loads((tmp_path / "out" / "all_results.json").read_text())
+    held_out = {s for s in texts(12, 3) + texts(12, 13)}
+    assert results["train_sentences"] == len({*texts(12, 1), *texts(12, 11), *texts(12, 2), *texts(12, 12)} - held_out)
+    assert "eval_stsb_test_spearman_cosine" in results
+    student = AutoModel.from_pretrained(str(tmp_path / "out"))
+    layers = yaml.safe_load(recipe.read_text())["num_student_layers"]
+    assert student.config.encoder.num_hidden_layers == layers and student.encode(["a dog"]).shape == (1, 32)
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "distilled from `mpnet`" in card and "`embedding_mse`" in card
+
+
+def test_online_teacher_both_losses_and_a_kept_projection(world, tmp_path):
+    extra = ["--precompute_teacher_embeddings", "false", "--similarity_structure_weight", "1", "--similarity_kind", "mse",
+             "--keep_projection", "true"]
+    assert main([str(RECIPES[0]), *overrides(world, tmp_path / "out", *extra)]) == 0
+    history = json.loads((tmp_path / "out" / "trainer_state.json").read_text())["log_history"]
+    assert any("embedding_mse" in e and "similarity_structure" in e for e in history)
+    assert AutoModel.from_pretrained(str(tmp_path / "out")).encode(["a dog"]).shape == (1, 48)
+
+
+def test_unknown_keys_and_bad_values_are_one_clear_error(world, tmp_path, capsys):
+    with pytest.raises(ConfigError, match="unknown key\\(s\\): 'similarity_weight' \\(did you mean 'similarity_structure_weight'"):
+        parse_embedding_recipe([str(RECIPES[0]), "--similarity_weight", "1"])
+    with pytest.raises(ConfigError, match="layer_strategy='a,b' is not valid"):
+        parse_embedding_recipe([str(RECIPES[0]), "--layer_strategy", "a,b"])
+    args = overrides(world, tmp_path / "out", "--embedding_mse_weight", "0")
+    assert main([str(RECIPES[0]), *args]) == 2
+    assert "embedding_mse_weight and similarity_structure_weight are both 0" in capsys.readouterr().err
