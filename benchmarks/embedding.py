@@ -30,8 +30,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-if "--smoke" in sys.argv[1:]:  # one tiny world for this script and `common` alike
-    os.environ.setdefault("HF_DISTILL_SMOKE_DIR", tempfile.mkdtemp(prefix="hf_distill_smoke_"))
+if "--smoke" in sys.argv[1:] and not os.environ.get("HF_DISTILL_SMOKE_DIR"):  # one tiny world for this script and `common`
+    os.environ["HF_DISTILL_SMOKE_DIR"] = tempfile.mkdtemp(prefix="hf_distill_smoke_")
 
 import torch  # noqa: E402
 from common import CACHE, DATA, REPO, RESULTS, machine, mean_std, minilm_dir, mpnet_dir  # noqa: E402
