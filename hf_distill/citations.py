@@ -99,6 +99,28 @@ CITATIONS: dict[str, dict[str, str]] = {
   archivePrefix = {arXiv}
 }""",
     },
+    "reimers2020": {
+        "title": "Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation (Reimers & Gurevych, EMNLP 2020)",
+        "bibtex": """@inproceedings{reimers2020multilingual,
+  title         = {Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation},
+  author        = {Reimers, Nils and Gurevych, Iryna},
+  booktitle     = {Proceedings of the 2020 Conference on Empirical Methods in Natural Language Processing (EMNLP)},
+  year          = {2020},
+  eprint        = {2004.09813},
+  archivePrefix = {arXiv}
+}""",
+    },
+    "tung2019": {
+        "title": "Similarity-Preserving Knowledge Distillation (Tung & Mori, ICCV 2019)",
+        "bibtex": """@inproceedings{tung2019similarity,
+  title         = {Similarity-Preserving Knowledge Distillation},
+  author        = {Tung, Frederick and Mori, Greg},
+  booktitle     = {Proceedings of the IEEE/CVF International Conference on Computer Vision (ICCV)},
+  year          = {2019},
+  eprint        = {1907.09682},
+  archivePrefix = {arXiv}
+}""",
+    },
     "dpr": {
         "title": "Dense Passage Retrieval for Open-Domain Question Answering (Karpukhin et al., EMNLP 2020)",
         "bibtex": """@inproceedings{karpukhin2020dpr,
@@ -156,6 +178,20 @@ METHODS: dict[str, Method] = {
             "the Siamese student's virtual X-to-Y attention maps are distilled from the cross-encoder's "
             "attention between the two texts; inference stays independent per text.",
             ("virt",),
+        ),
+        Method(
+            "embedding_kd", "Embedding distillation", ("embedding-distillation", "sentence-embeddings"),
+            "Reimers & Gurevych, EMNLP 2020, arXiv:2004.09813",
+            "the Siamese student's sentence embeddings regress onto an embedding teacher's (MSE, through a learned "
+            "projection when the widths differ); each model reads its own tokenization.",
+            ("reimers2020",),
+        ),
+        Method(
+            "similarity_kd", "Similarity-structure distillation", ("similarity-distillation",),
+            "Tung & Mori, ICCV 2019, arXiv:1907.09682",
+            "the student's in-batch cosine-similarity matrix matches an embedding teacher's (MSE, or row-wise KL "
+            "at a temperature).",
+            ("tung2019",),
         ),
         Method(
             "margin_mse", "Margin-MSE", ("margin-mse", "ranking-distillation"), "Hofstätter et al., 2020, arXiv:2010.02666",

@@ -2,7 +2,10 @@
 
 The student's view depends on its family (Siamese: each side alone; cross-encoder: the
 joint pair); each online teacher gets its own view with its own tokenizer, under keys
-prefixed `teacher_{k}_`. Precomputed teacher logits travel as `teacher_logits_{k}`.
+prefixed `teacher_{k}_`: the joint pair for a cross-encoder, each side alone for a teacher that
+embeds (a bi-encoder). Precomputed teacher logits travel as `teacher_logits_{k}`, precomputed
+embeddings as `teacher_embeddings_{k}_a` / `_b`. Rows may also be sentences alone (one text
+column): a Siamese student and embedding teachers then see side a only.
 """
 
 from __future__ import annotations
@@ -27,16 +30,22 @@ KNOWN_TEXT_COLUMNS = (
     ("text_a", "text_b"),
     ("anchor", "positive"),
 )
+# Single text columns (sentences alone, e.g. unlabelled text for embedding distillation), used when no pair is found.
+KNOWN_SENTENCE_COLUMNS = ("sentence", "text")
 
 
-def infer_text_columns(column_names: Sequence[str]) -> tuple[str, str]:
-    """The pair of text columns of a dataset, by the usual names."""
+def infer_text_columns(column_names: Sequence[str]) -> tuple[str, ...]:
+    """The pair of text columns of a dataset, by the usual names; else its one sentence column."""
     for pair in KNOWN_TEXT_COLUMNS:
         if all(c in column_names for c in pair):
             return pair
+    for column in KNOWN_SENTENCE_COLUMNS:
+        if column in column_names:
+            return (column,)
     raise ValueError(
         f"text_columns=None and no known pair of text columns in {list(column_names)}; "
-        f"set text_columns to two of them (known pairs: {', '.join('/'.join(p) for p in KNOWN_TEXT_COLUMNS)})."
+        f"set text_columns to two of them (known pairs: {', '.join('/'.join(p) for p in KNOWN_TEXT_COLUMNS)}; "
+        f"sentences alone: a column named {' or '.join(map(repr, KNOWN_SENTENCE_COLUMNS))})."
     )
 
 
@@ -92,17 +101,20 @@ def check_labels(name: str, dataset, label_column: str, label2id: dict[str, int]
 
 @dataclass
 class PairCollator:
-    """Turn rows with two text columns (and optional label / teacher logits) into model batches.
+    """Turn rows with two text columns, or one (sentences), and optional label / teacher outputs into model batches.
 
     Args:
         tokenizer: the student's tokenizer.
         siamese: True for a Siamese student (each side tokenised alone), False for a cross-encoder.
-        text_columns: the two text columns.
+        text_columns: the two text columns, or one for sentences alone (Siamese students only).
         teacher_tokenizers: one tokenizer per online teacher (their joint-pair views).
+        teacher_embeds: per online teacher, True when it embeds each side alone (a bi-encoder teacher:
+            views `teacher_{k}_input_ids_a`, `..._b`); default: every teacher reads the joint pair.
         label_column: gold labels; strings are mapped with `label2id`.
         regression: labels are floats (divided by `label_scale`).
         max_length: truncation for every view.
         teacher_logit_columns: precomputed logits columns to pass through as tensors.
+        teacher_embedding_columns: precomputed embedding columns (`teacher_embeddings_{k}_{a,b}`) likewise.
         virt_alignment: Siamese student only: build the student's two views and the first teacher's
             joint view from the same token ids and add the token alignment between them
             (`teacher_alignment_*` keys, see `hf_distill.alignment`), for VIRT. The first teacher
@@ -120,8 +132,11 @@ class PairCollator:
     max_length: int = 128
     teacher_logit_columns: Sequence[str] = field(default_factory=list)
     virt_alignment: bool = False
+    teacher_embeds: Sequence[bool] = field(default_factory=list)
+    teacher_embedding_columns: Sequence[str] = field(default_factory=list)
 
     def __post_init__(self):
+        self._check_views()
         if self.virt_alignment:
             if not self.siamese:
                 raise ValueError("virt_alignment=True needs siamese=True: VIRT aligns a Siamese student's two views.")
@@ -130,41 +145,68 @@ class PairCollator:
             check_same_tokenizer(self.tokenizer, self.teacher_tokenizers[0], "teacher_tokenizers[0]")
         # A cross-encoder student's joint view is exactly what a teacher with an equivalent tokenizer
         # would get: reuse it instead of tokenising the batch once more per teacher.
-        self._reuses_student_view = [not self.siamese and same_tokenizer(self.tokenizer, t, settings=True) for t in self.teacher_tokenizers]
+        self.teacher_embeds = list(self.teacher_embeds) or [False] * len(self.teacher_tokenizers)
+        self._reuses_student_view = [
+            not self.siamese and not embeds and same_tokenizer(self.tokenizer, t, settings=True)
+            for t, embeds in zip(self.teacher_tokenizers, self.teacher_embeds)
+        ]
+
+    def _check_views(self) -> None:
+        if not 1 <= len(self.text_columns) <= 2:
+            raise ValueError(f"text_columns={list(self.text_columns)!r} is not valid; give two text columns, or one (sentences).")
+        if len(self.text_columns) == 1 and (not self.siamese or self.virt_alignment):
+            raise ValueError(
+                f"text_columns={list(self.text_columns)!r} (sentences alone) needs a Siamese student without VIRT; "
+                "a cross-encoder and VIRT read pairs: give two text columns."
+            )
+        if self.teacher_embeds and len(self.teacher_embeds) != len(self.teacher_tokenizers):
+            raise ValueError(
+                f"teacher_embeds has {len(self.teacher_embeds)} entries for {len(self.teacher_tokenizers)} teacher tokenizers; give one per teacher."
+            )
 
     def columns(self) -> list[str]:
         """The dataset columns this collator reads (the trainer keeps exactly these)."""
-        return [*self.text_columns, *([self.label_column] if self.label_column else []), *self.teacher_logit_columns]
+        label = [self.label_column] if self.label_column else []
+        return [*self.text_columns, *label, *self.teacher_logit_columns, *self.teacher_embedding_columns]
 
     def _tokenize(self, tokenizer, *texts: list[str]) -> dict[str, torch.Tensor]:
         return dict(tokenizer(*texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"))
 
+    def _sides(self, tokenizer, texts: list[list[str]], prefix: str = "") -> dict[str, torch.Tensor]:
+        """Each side tokenised alone: keys `{prefix}{name}_a` (and `_b`)."""
+        views = {}
+        for suffix, side in zip(("_a", "_b"), texts):
+            views.update({prefix + k + suffix: v for k, v in self._tokenize(tokenizer, side).items()})
+        return views
+
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        first, second = ([str(row[c]) for row in rows] for c in self.text_columns)
+        texts = [[str(row[c]) for row in rows] for c in self.text_columns]
         batch: dict[str, torch.Tensor] = {}
         joint: dict[str, torch.Tensor] | None = None
-        aligned = tokenize_aligned(self.tokenizer, first, second, self.max_length) if self.virt_alignment else None
+        aligned = tokenize_aligned(self.tokenizer, *texts, self.max_length) if self.virt_alignment else None
         if aligned is not None:
             for suffix, view in (("_a", aligned.side_a), ("_b", aligned.side_b)):
                 batch.update({k + suffix: v for k, v in view.items()})
             batch.update({teacher_prefix(0) + name: v for name, v in aligned.joint.items()})
             batch.update(aligned.alignment_batch())
         elif self.siamese:
-            for suffix, texts in (("_a", first), ("_b", second)):
-                batch.update({k + suffix: v for k, v in self._tokenize(self.tokenizer, texts).items()})
+            batch.update(self._sides(self.tokenizer, texts))
         else:
-            joint = self._tokenize(self.tokenizer, first, second)
+            joint = self._tokenize(self.tokenizer, *texts)
             batch.update(joint)
         for k, tokenizer in enumerate(self.teacher_tokenizers):
             if aligned is not None and k == 0:
                 continue  # the aligned joint view, built from the student's token ids
-            view = joint if self._reuses_student_view[k] else self._tokenize(tokenizer, first, second)
+            if self.teacher_embeds[k]:
+                batch.update(self._sides(tokenizer, texts, teacher_prefix(k)))
+                continue
+            view = joint if self._reuses_student_view[k] else self._tokenize(tokenizer, *texts)
             batch.update({teacher_prefix(k) + name: v for name, v in view.items()})
         values = [row.get(self.label_column) for row in rows] if self.label_column else []
         if any(value is not None for value in values):  # rows without a gold label learn from the teachers only
             batch["labels"] = labels_to_ids(values, self.label2id, self.regression, self.label_scale)
-        for column in self.teacher_logit_columns:
+        for column in [*self.teacher_logit_columns, *self.teacher_embedding_columns]:
             if column not in rows[0]:
-                continue  # evaluation sets carry no teacher logits
+                continue  # evaluation sets carry no teacher outputs
             batch[column] = torch.tensor([row[column] for row in rows], dtype=torch.float)
         return batch

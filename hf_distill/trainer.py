@@ -33,12 +33,14 @@ from .checkpointing import (
 )
 from .compatibility import check_layer_distillation
 from .data import PairCollator, infer_text_columns
+from .embedding_teachers import embedding_columns, embeds
 from .loss_parameters import LossParameterSync
 from .losses.base import check_returned_terms, declared_terms, resolve_weights
 from .losses.logits import PredictionLoss
 from .losses.registry import build_components, requested_components
 from .model_card import DistillationModelCardData, ModelCardCallback, write_card_on_save, write_model_card
 from .modeling import CrossEncoderModel, SiameseModel
+from .teacher_embeddings import precomputed_teacher_config
 from .teachers import TeacherLogits, freeze_teacher, load_teacher
 from .trainer_checks import check_arguments, check_columns, check_teacher_labels, check_term_weights
 from .training_args import DistillationArguments
@@ -94,8 +96,9 @@ class DistillationTrainer(Trainer):
             raise ValueError(f"model={type(student).__name__} is not valid; give a SiameseModel or CrossEncoderModel.")
         columns = train_dataset.column_names if train_dataset is not None else []
         self.offline_columns = logits_columns(columns)
+        self.offline_embeddings = embedding_columns(columns)  # precomputed embeddings: read by the embedding losses
         self.teachers = self._load_teachers(teachers, args, loss_components)
-        self._build_loss_components(args, student, loss_components)
+        self._build_loss_components(args, student, loss_components, train_dataset)
         self._has_labels = train_dataset is None or args.label_column in columns
         self._check_prediction_inputs(args, columns)
         tokenizer = processing_class if processing_class is not None else student.tokenizer
@@ -131,9 +134,12 @@ class DistillationTrainer(Trainer):
         eager = "eager" if needs & _ATTENTION_NEEDS else None
         return [load_teacher(t, eager if k == 0 else None) for k, t in enumerate(teachers)]
 
-    def _build_loss_components(self, args: DistillationArguments, student: nn.Module, given: Sequence[nn.Module]) -> None:
-        """The prediction loss, the given components and those the argument weights switch on; their needs."""
-        teacher_config = _backbone_config(self.teachers[0]) if self.teachers else None
+    def _build_loss_components(
+        self, args: DistillationArguments, student: nn.Module, given: Sequence[nn.Module], train_dataset=None
+    ) -> None:
+        """The prediction loss, the given components and those the argument weights switch on; their needs.
+        A component with `prepare_student` (a projection kept as the student's output layer) sets the student up."""
+        teacher_config = _backbone_config(self.teachers[0]) if self.teachers else precomputed_teacher_config(train_dataset)
         built = build_components(args, student.config.encoder, teacher_config, given, self.term_weights)
         layer_losses = [c for c in [*given, *built] if getattr(c, "layer_outputs", False)]
         self.run_teachers_online = bool(self.teachers) and (not self.offline_columns or bool(layer_losses))
@@ -147,6 +153,9 @@ class DistillationTrainer(Trainer):
         count = len(self.teachers) if self.run_teachers_online else len(self.offline_columns)
         prediction = PredictionLoss(args.temperature, args.teacher_reduction, num_teachers=max(count, 1))
         self.loss_components = nn.ModuleList([prediction, *given, *built])
+        for component in self.loss_components:
+            if hasattr(component, "prepare_student"):
+                component.prepare_student(student)
         declared = declared_terms(self.loss_components)  # also refuses a term name owned by two components
         groups = {term.group for term, _ in declared.values() if term.group}
         check_term_weights(self.term_weights, [*declared, *groups])
@@ -178,12 +187,14 @@ class DistillationTrainer(Trainer):
             siamese=isinstance(student, SiameseModel),
             text_columns=text_columns,
             teacher_tokenizers=[self._teacher_tokenizer(t) for t in self.teachers] if online else [],
+            teacher_embeds=[embeds(t) for t in self.teachers] if online else [],
             label_column=args.label_column if self._has_labels else None,
             label2id=student.config.label2id,
             regression=student.config.num_labels == 1,
             label_scale=args.label_scale,
             max_length=args.max_length,
             teacher_logit_columns=self.offline_columns if not online else [],
+            teacher_embedding_columns=self.offline_embeddings,
             virt_alignment=self.requires_alignment,
         )
 
@@ -272,7 +283,7 @@ class DistillationTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         terms, student_out, teacher_outs = self.loss_terms(model, inputs)
-        weights = self.term_weights_now(has_teachers=bool(teacher_outs))
+        weights = self.term_weights_now(has_teachers=bool(teacher_outs) or bool(self.offline_embeddings))
         loss = sum(weights[name] * value for name, value in terms.items())
         self._check_finite(terms, loss)
         if model.training:

@@ -109,6 +109,8 @@ class PredictionLoss(LossComponent):
     def forward(self, student_out, teacher_outs: Sequence, batch: dict) -> dict[str, torch.Tensor]:
         terms: dict[str, torch.Tensor] = {}
         logits = student_out.logits
+        if logits is None:  # sentences alone: no pair to score (embedding losses read the embeddings)
+            return terms
         if batch.get("labels") is not None:
             hard = hard_loss(logits, batch["labels"])
             if hard is not None:

@@ -14,10 +14,12 @@ from torch import nn
 
 from .base import LossComponent
 from .emd import EMDLayerLoss
+from .embedding_mse import EmbeddingMSELoss
 from .in_batch_negatives import InBatchNegativesLoss
 from .layers import AttentionLoss, EmbeddingLoss, HiddenStateLoss
 from .listwise_kl import ListwiseKLLoss
 from .margin_mse import MarginMSELoss
+from .similarity_structure import SimilarityStructureLoss
 from .virt import VirtualInteractionLoss
 
 __all__ = ["LOSS_COMPONENTS", "build_components", "register_loss", "switch_arguments"]
@@ -44,6 +46,8 @@ def register_loss(component: type[LossComponent]) -> type[LossComponent]:
 for _component in (EmbeddingLoss, HiddenStateLoss, AttentionLoss, EMDLayerLoss, VirtualInteractionLoss):
     register_loss(_component)
 for _component in (MarginMSELoss, ListwiseKLLoss, InBatchNegativesLoss):  # query groups (hf_distill.ranking_groups)
+    register_loss(_component)
+for _component in (EmbeddingMSELoss, SimilarityStructureLoss):  # embedding teachers (hf_distill.embedding_teachers)
     register_loss(_component)
 
 

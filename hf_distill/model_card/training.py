@@ -142,8 +142,8 @@ def data_text(trainer, datasets: list[str]) -> str:
     columns = getattr(collator, "text_columns", None)
     label = trainer.args.label_column if getattr(trainer, "_has_labels", True) else None
     where = f"[{datasets[0]}](https://huggingface.co/datasets/{datasets[0]})" if datasets else "local data"
-    parts = [f"{rows} training pairs from {where}"]
+    parts = [f"{rows} training {'pairs' if not columns or len(columns) > 1 else 'sentences'} from {where}"]
     if columns:
-        parts.append(f"text columns `{columns[0]}` / `{columns[1]}`")
+        parts.append(f"text column{'s' if len(columns) > 1 else ''} " + " / ".join(f"`{c}`" for c in columns))
     parts.append(f"label column `{label}`" if label else "no gold labels (teachers only)")
     return "; ".join(parts) + "."

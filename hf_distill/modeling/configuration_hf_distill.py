@@ -35,6 +35,8 @@ class SiameseConfig(PretrainedConfig):
             last-layer queries/keys, likewise Y~; the head reads u = pool([H_X; X~]), v = pool([H_Y; Y~])
             as [u; v; |u-v|; max(u, v)]; no extra parameters; `encode()` embeddings stay independent).
         classifier_dropout (`float`): dropout before the classification layer.
+        output_dim (`int`, optional): width of a learned output layer Linear(hidden, output_dim) applied to
+            the pooled embeddings (e.g. a distillation projection kept as part of the student); None: none.
     """
 
     model_type = "hf_distill_siamese"
@@ -46,6 +48,7 @@ class SiameseConfig(PretrainedConfig):
     use_product: bool = False
     interaction: str = "none"
     classifier_dropout: float = 0.0
+    output_dim: int | None = None
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -56,6 +59,8 @@ class SiameseConfig(PretrainedConfig):
             self.problem_type = "regression"
         if not 0.0 <= float(self.classifier_dropout) < 1.0:
             raise ValueError(f"classifier_dropout={self.classifier_dropout!r} must be in [0, 1).")
+        if self.output_dim is not None and (isinstance(self.output_dim, bool) or not isinstance(self.output_dim, int) or self.output_dim < 1):
+            raise ValueError(f"output_dim={self.output_dim!r} is not valid; give a positive integer or None.")
 
 
 class CrossEncoderConfig(PretrainedConfig):

@@ -78,15 +78,38 @@ class SiameseModel(TokenizerCarryingModel):
         self.backbone = backbone if backbone is not None else build_backbone(config.encoder)
         hidden = config.encoder.hidden_size
         self.dropout = nn.Dropout(config.classifier_dropout)
+        # an optional learned output layer on the pooled embeddings (a distillation projection kept by the student)
+        self.output_projection = nn.Linear(hidden, config.output_dim) if config.output_dim else None
         if config.interaction == "virt":
             # u = pool([H_X ; X~]) has 2 * hidden features; the head reads [u; v; |u-v|; max(u, v)] (+ u*v).
             self.interaction = VirtInteraction()
             features = (5 if config.use_product else 4) * 2 * hidden
         else:
-            features = (4 if config.use_product else 3) * hidden
+            features = (4 if config.use_product else 3) * self.embedding_dim
         if config.head == "classification":
             self.classifier = nn.Linear(features, config.num_labels)
         self.post_init()
+
+    @property
+    def embedding_dim(self) -> int:
+        """Width of the sentence embeddings: `output_dim` when the model has an output layer, else the backbone's."""
+        return self.config.output_dim or self.config.encoder.hidden_size
+
+    def add_output_layer(self, layer: nn.Linear) -> None:
+        """Make `layer` (Linear(hidden, d)) the output layer of the embeddings; `config.output_dim` becomes d.
+
+        Only for heads that do not read the embedding width (cosine, none) and without interaction.
+        """
+        hidden = self.config.encoder.hidden_size
+        if not isinstance(layer, nn.Linear) or layer.in_features != hidden:
+            raise ValueError(f"add_output_layer({layer!r}) is not valid; give an nn.Linear with in_features={hidden}.")
+        if self.config.head == "classification" or self.config.interaction != "none" or self.output_projection is not None:
+            raise ValueError(
+                f"add_output_layer needs a model without an output layer, with head 'cosine' or 'none' and no interaction; "
+                f"this one has head={self.config.head!r}, interaction={self.config.interaction!r}, output_dim={self.config.output_dim}."
+            )
+        self.output_projection = layer.to(device=self.device, dtype=self.dtype)
+        self.config.output_dim = layer.out_features
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -150,8 +173,11 @@ class SiameseModel(TokenizerCarryingModel):
                 return_dict=True,
                 **kwargs,
             )
+        embeddings = pool_tokens(out.last_hidden_state, attention_mask, self.config.pooling)
+        if self.output_projection is not None:
+            embeddings = self.output_projection(embeddings)
         return SiameseEncoding(
-            embeddings=pool_tokens(out.last_hidden_state, attention_mask, self.config.pooling),
+            embeddings=embeddings,
             last_hidden_state=out.last_hidden_state,
             hidden_states=out.hidden_states if output_hidden_states else None,
             attentions=out.attentions if output_attentions else None,
@@ -276,7 +302,7 @@ class SiameseModel(TokenizerCarryingModel):
             side = self.encode_side(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids"))
             chunks.append(side.embeddings.float())
         self.train(was_training)
-        stacked = torch.cat(chunks) if chunks else torch.empty(0, self.config.encoder.hidden_size)
+        stacked = torch.cat(chunks) if chunks else torch.empty(0, self.embedding_dim)
         embeddings = torch.empty_like(stacked)
         embeddings[torch.tensor(order, dtype=torch.long)] = stacked
         if normalize:
@@ -285,4 +311,4 @@ class SiameseModel(TokenizerCarryingModel):
         return embeddings.cpu().numpy() if convert_to_numpy else embeddings
 
 
-_SIAMESE_FIELDS = {"use_product", "interaction", "classifier_dropout", "id2label", "label2id", "problem_type"}
+_SIAMESE_FIELDS = {"use_product", "interaction", "classifier_dropout", "id2label", "label2id", "problem_type", "output_dim"}
