@@ -12,7 +12,6 @@ import gc
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 # their own names (scripts with a --smoke of their own, e.g. labelling.py and deployment.py, are left as they are)
 from smoke import SCRIPTS as _SMOKE_SCRIPTS  # noqa: E402
 from smoke import smoke_world  # noqa: E402
+
+# the tasks' files and columns, and the tables' mean ± std, live where the renderers read them without torch
+from glue_tasks import GLUE_TASKS, LABEL_NAMES  # noqa: E402
+from render import mean_std  # noqa: E402, F401  (re-exported: the scripts import it from here)
 
 SMOKE = "--smoke" in sys.argv[1:] and Path(sys.argv[0]).name in _SMOKE_SCRIPTS
 if SMOKE:
@@ -54,16 +57,6 @@ def smoke_option(parser, **tiny) -> None:
     )
     if SMOKE:
         parser.set_defaults(**tiny)
-
-# task -> (folder, text columns, label column, num_labels, label_scale, main metric)
-GLUE_TASKS = {
-    "mrpc": ("mrpc", ("sentence1", "sentence2"), "label", 2, 1.0, "accuracy"),
-    "stsb": ("stsb", ("sentence1", "sentence2"), "score", 1, 5.0, "spearman"),
-    "rte": ("rte", ("premise", "hypothesis"), "label", 2, 1.0, "accuracy"),
-    "snli": ("snli", ("premise", "hypothesis"), "label", 3, 1.0, "accuracy"),
-}
-# tasks whose files carry label names instead of ids (GLUE's id order)
-LABEL_NAMES = {"rte": ["entailment", "not_entailment"], "snli": ["entailment", "neutral", "contradiction"]}
 
 
 def label_maps(task: str) -> dict:
@@ -258,10 +251,6 @@ def timing_arguments(output_dir: str, steps: int, batch: int, seq: int, **extra)
         dataloader_drop_last=True,
         **extra,
     )
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def _cpuinfo() -> str:

@@ -32,11 +32,12 @@ import time
 
 import torch
 from common import (
-    CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, minilm_dir, smoke_option, start_results, write_results,
+    CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, minilm_dir, smoke_option, start_results, write_results,
 )
 from datasets import load_from_disk
 from kd_glue import training_args
 from kd_glue import teacher_for as cached_teacher
+from render import render_results, table
 
 from hf_distill import SiameseModel
 from hf_distill.batch_keys import logits_column, logits_columns
@@ -110,14 +111,11 @@ def main() -> None:
         "--append", action="store_true",
         help="keep the other tasks in results/NAME.json, and this task's runs of seeds not in --seeds (finish a cut-short run)",
     )
-    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, tasks=["stsb"], seeds=[0])
     opts = parser.parse_args()
-    if opts.render:
-        saved = json.loads((RESULTS / f"{opts.name}.json").read_text())
-        vars(opts).update({k: v for k, v in saved["settings"].items() if k not in ("render", "name")})
-        write_results(opts.name, saved, "\n".join(table_lines(opts, saved)), saved["command"])
-        return
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     unknown = sorted(set(opts.arms or ()) - set(arms(len(opts.teachers))))
     if unknown:  # before any teacher trains
         parser.error(f"--arms: unknown {unknown}; valid: {sorted(arms(len(opts.teachers)))}")
@@ -168,85 +166,7 @@ def main() -> None:
                        "terms": last_terms(trainer.state.log_history)}
                 task_results["arms"].setdefault(arm, []).append(run)
                 print(f"[{task}] {arm} seed {seed}: {metrics} ({seconds:.0f}s)", flush=True)
-                write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
-
-
-def seeds_of(results: dict) -> list[int]:
-    """Every seed that has a run in the results."""
-    return sorted({run["seed"] for task in results["tasks"].values() for runs in task["arms"].values() for run in runs})
-
-
-def table_lines(opts, results: dict) -> list[str]:
-    """Per task: each teacher's own score, then every arm's STS-B test Spearman (x100) and, for SNLI, test accuracy."""
-    lines = [
-        f"Siamese students: all-MiniLM-L6-v2 keeping {opts.student_layers} of its 6 layers (uniform), mean pooling; "
-        f"{opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, max_length 128; teachers {', '.join(opts.teachers)} "
-        f"(K = 1: {opts.teachers[0]}); seeds {seeds_of(results)}; mean ± std over seeds. STS-B: Spearman x100 of cosine(u, v) "
-        "on STS-B test (after SNLI training: transfer); SNLI: accuracy x100 on SNLI test.",
-        "",
-        "| task (train -> eval) | model | STS-B test Spearman | SNLI test accuracy | runs | train s (mean) |",
-        "| --- | --- | ---: | ---: | --- | ---: |",
-    ]
-    for task, task_results in results["tasks"].items():
-        splits = f"{task} ({task_results['splits']['train']} -> {task_results['splits']['eval']})"
-        for name, metrics in task_results["teachers"].items():
-            sts = f"{100 * metrics['spearman']:.2f}" if "spearman" in metrics else "–"
-            acc = f"{100 * metrics['accuracy']:.2f}" if "accuracy" in metrics else "–"
-            lines.append(f"| {splits} | teacher cross-encoder: {name} | {sts} | {acc} | 1 | – |")
-        for arm, runs in task_results["arms"].items():
-            sts_values = [r["stsb_test_spearman_cosine"] for r in runs]
-            mean, std = mean_std(sts_values)
-            acc = "–"
-            if "accuracy" in runs[0]:
-                acc_mean, acc_std = mean_std([100 * r["accuracy"] for r in runs])
-                acc = f"{acc_mean:.2f} ± {acc_std:.2f}"
-            seconds = mean_std([r["train_seconds"] for r in runs])[0]
-            lines.append(
-                f"| {splits} | {arm} | {mean:.2f} ± {std:.2f} | {acc} | {', '.join(f'{v:.1f}' for v in sts_values)} | {seconds:.0f} |"
-            )
-    lines += ["", *target_lines(results)]
-    return lines
-
-
-def target_lines(results: dict) -> list[str]:
-    """The paper's claims per task and K: each teacher beats the SBERT baseline on the task's own metric
-    (else it has nothing to teach); annealing beats the baseline by >= 0.5 STS-B Spearman points and
-    beats loss weighting (on SNLI also checked on accuracy)."""
-    lines = ["| task | check | measured | holds |", "| --- | --- | ---: | --- |"]
-    for task, task_results in results["tasks"].items():
-        arms_ = task_results["arms"]
-        if "SBERT baseline" not in arms_:
-            continue
-        metrics = {"STS-B Spearman": ("stsb_test_spearman_cosine", 1)}
-        if task == "snli":
-            metrics["SNLI accuracy"] = ("accuracy", 100)
-
-        def mean_of(arm: str, metric: str) -> float:
-            key, scale = metrics[metric]
-            return mean_std([scale * r[key] for r in arms_[arm]])[0]
-
-        own = "SNLI accuracy" if task == "snli" else "STS-B Spearman"
-        baseline = mean_of("SBERT baseline", own)
-        for name, scores in task_results["teachers"].items():
-            value = 100 * scores["accuracy" if task == "snli" else "spearman"]
-            lines.append(f"| {task} | teacher {name} > SBERT baseline on {own} ({baseline:.2f}) | {value:.2f} | "
-                         f"{'yes' if value > baseline else 'no'} |")
-        for k in range(1, len(task_results["teachers"]) + 1):
-            annealing, weighting = f"DvBERT annealing K={k}", f"DvBERT weighting K={k}"
-            if annealing not in arms_ or weighting not in arms_:
-                continue
-            for metric in metrics:
-                gain = mean_of(annealing, metric) - mean_of("SBERT baseline", metric)
-                margin = mean_of(annealing, metric) - mean_of(weighting, metric)
-                if metric == "STS-B Spearman":
-                    lines.append(f"| {task} | annealing K={k} - SBERT baseline, {metric} >= 0.5 | {gain:+.2f} | "
-                                 f"{'yes' if gain >= 0.5 else 'no'} |")
-                else:
-                    lines.append(f"| {task} | annealing K={k} - SBERT baseline, {metric} > 0 | {gain:+.2f} | "
-                                 f"{'yes' if gain > 0 else 'no'} |")
-                lines.append(f"| {task} | annealing K={k} - weighting K={k}, {metric} > 0 | {margin:+.2f} | "
-                             f"{'yes' if margin > 0 else 'no'} |")
-    return lines
+                write_results(opts.name, results, table("dvbert", results), command)
 
 
 if __name__ == "__main__":

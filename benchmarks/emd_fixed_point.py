@@ -27,8 +27,9 @@ import shlex
 import sys
 
 import torch
-from common import GLUE_TASKS, load_task, smoke_option, start_results, write_results
+from common import GLUE_TASKS, RESULTS, load_task, smoke_option, start_results, write_results
 from kd_glue import teacher_for
+from render import render_results, table
 
 from hf_distill import CrossEncoderModel
 from hf_distill.losses.emd import EMDLayerLoss, earth_movers_flow
@@ -84,45 +85,6 @@ def fixed_point(
             "flows": {kind: flow.tolist() for kind, flow in flows.items()}}
 
 
-def origin_share(flow: list[list[float]], origins: list[int]) -> float:
-    return sum(flow[i][origin - 1] for i, origin in enumerate(origins))
-
-
-def table_lines(results: dict) -> list[str]:
-    def row(values) -> str:
-        return " / ".join(f"{v:.3f}" for v in values)
-
-    lines = []
-    for task, r in results["tasks"].items():
-        origins = r["origins"]
-        lines += [f"### {task}: student layers cut from teacher layers {origins}", ""]
-        for kind, cost in r["costs"].items():
-            cheapest = [min(range(len(c)), key=c.__getitem__) + 1 for c in cost]
-            lines += [f"{kind} cost D (rows: student layers 1-2; columns: teacher layers 1-{len(cost[0])}); "
-                      f"cheapest teacher layer per student layer: {cheapest} (origins {origins})", ""]
-            lines += ["| student layer | " + " | ".join(f"T{j + 1}" for j in range(len(cost[0]))) + " |",
-                      "| --- |" + " ---: |" * len(cost[0])]
-            lines += [f"| S{i + 1} | " + " | ".join(f"{v:.4g}" for v in c) + " |" for i, c in enumerate(cost)]
-            lines.append("")
-        lines += ["| update | hidden masses: student; teacher | attention masses: student; teacher "
-                  "| hidden flow on origin pairs | attention flow on origin pairs |",
-                  "| --- | --- | --- | ---: | ---: |"]
-        for rule in r["rules"]:
-            name = (rule["mode"] + (f", T {rule['temperature']:g}" if rule["temperature"] else "")
-                    + (", add_softmax" if rule["smooth"] else "") + (", separate" if rule["separate"] else ""))
-            m = rule["masses"]
-            hidden = f"{row(m['hidden_student'])}; {row(m['hidden_teacher'])}"
-            attention = (f"{row(m['attention_student'])}; {row(m['attention_teacher'])}"
-                         if rule["separate"] else "(= hidden)")
-            shares = " | ".join(f"{origin_share(rule['flows'][kind], origins):.3f}" for kind in ("hidden", "attention"))
-            lines.append(f"| {name} | {hidden} | {attention} | {shares} |")
-        lines.append("")
-    lines.append("Uniform (TinyBERT) mapping puts all of its (equal) pair weights on the origin pairs: share 1.000. "
-                 "Without `separate` (the default) the hidden and attention masses are averaged after every update, so "
-                 "they are equal; with it each kind keeps its own.")
-    return lines
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["stsb", "mrpc", "rte"], choices=["stsb", "mrpc", "rte"])
@@ -133,8 +95,11 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=300, help="cost-attention updates on the fixed costs")
     parser.add_argument("--name", default="emd_fixed_point")
     parser.add_argument("--append", action="store_true", help="keep the other tasks of results/NAME.json")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, tasks=["mrpc"], examples=8, batch_size=4, updates=3)
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/emd_fixed_point.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     results, command = start_results(opts.name, opts, command)
     torch.manual_seed(0)
@@ -145,7 +110,7 @@ def main() -> None:
                   **fixed_point(costs, depth, mode, t, smooth, separate, opts.updates)}
                  for mode, t, smooth, separate in RULES]
         results["tasks"][task] = {"origins": origins, "costs": {k: c.tolist() for k, c in costs.items()}, "rules": rules}
-        write_results(opts.name, results, "\n".join(table_lines(results)), command)
+        write_results(opts.name, results, table("emd_fixed_point", results), command)
 
 
 if __name__ == "__main__":

@@ -36,9 +36,10 @@ import time
 from pathlib import Path
 
 from common import (
-    CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, mean_std, smoke_option, start_results, write_results,
+    CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, smoke_option, start_results, write_results,
 )
 from kd_glue import teacher_for, training_args
+from render import render_results, table
 
 from hf_distill import CrossEncoderModel
 from hf_distill.metrics import compute_metrics_for
@@ -89,8 +90,11 @@ def main() -> None:
     parser.add_argument("--append", action="store_true",
                         help="keep the other tasks, and the other arms of these tasks, of results/NAME.json")
     parser.add_argument("--max_samples", type=int, default=None, help="smoke runs only: cut every split")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, tasks=["mrpc", "stsb"], seeds=[0], arms=["no KD", "uniform", "EMD", "EMD smooth"])
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/emd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     previous_path = RESULTS / f"{opts.name}.json"
@@ -145,7 +149,7 @@ def main() -> None:
                     run["stage1"] = stage_runs[0]
                 task_results["arms"].setdefault(arm, []).append(run)
                 print(f"[{task}] {arm} seed {seed}: {metrics} ({seconds:.0f}s) stages {stage_runs}", flush=True)
-                write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+                write_results(opts.name, results, table("emd_glue", results), command)
 
 
 def keep_plots(trainer: DistillationTrainer, name: str, task: str, arm: str) -> None:
@@ -153,50 +157,6 @@ def keep_plots(trainer: DistillationTrainer, name: str, task: str, arm: str) -> 
     suffix = "" if arm == "EMD" else "_" + arm.split()[-1]
     for png in Path(trainer.args.output_dir).glob("*.png"):
         shutil.copy(png, RESULTS / f"{name}_{task}{suffix}_{png.name}")
-
-
-def table_lines(opts, results: dict) -> list[str]:
-    """Quality per task and arm, the three-task average, and the wall-time ratio EMD / uniform."""
-    one_stage = opts.stages == 1
-    lines = [
-        f"{opts.student_layers}-layer cross-encoder student (`from_teacher`, strategy `{opts.strategy}`) of the fine-tuned "
-        f"6-layer MiniLM teacher; {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, max_length 128; "
-        + (f"beta {opts.beta:g}, " if one_stage else "")
-        + f"alpha {opts.alpha:g}, T 1; seeds {opts.seeds}; validation split; mean ± std over seeds (x100)."
-        + ("" if one_stage else
-           f" Two stages of {opts.epochs:g} epoch(s) each: layer terms alone (weight 1), then the prediction loss alone."),
-        "",
-        "| task | model | metric | mean | std | runs | train s (mean) |",
-        "| --- | --- | --- | ---: | ---: | --- | ---: |",
-    ]
-    averages: dict[str, list[float]] = {}
-    for task, task_results in results["tasks"].items():
-        metric = GLUE_TASKS[task][5]
-        lines.append(f"| {task} | teacher (6 layers) | {metric} | {100 * task_results['teacher'][metric]:.2f} | – | 1 | – |")
-        for arm, runs in task_results["arms"].items():
-            values = [100 * r[metric] for r in runs]
-            mean, std = mean_std(values)
-            averages.setdefault(arm, []).append(mean)
-            seconds = mean_std([r["train_seconds"] for r in runs])[0]
-            lines.append(
-                f"| {task} | student: {arm} | {metric} | {mean:.2f} | {std:.2f} | {', '.join(f'{v:.1f}' for v in values)} | {seconds:.0f} |"
-            )
-    lines += ["", "| arm | average of the tasks' main metric |", "| --- | ---: |"]
-    lines += [f"| {arm} | {sum(v) / len(v):.2f} |" for arm, v in averages.items()]
-    def per_step(runs: list[dict]) -> float:
-        """Seconds per step, of the layer stage when the runs had two stages."""
-        timed = [r.get("stage1", r) for r in runs]
-        return mean_std([t["train_seconds"] / t["steps"] for t in timed])[0]
-
-    emd_arms = sorted({a for t in results["tasks"].values() for a in t["arms"] if a.startswith("EMD")})
-    for emd_arm in emd_arms:
-        ratios = [
-            per_step(t["arms"][emd_arm]) / per_step(t["arms"]["uniform"])
-            for t in results["tasks"].values() if emd_arm in t["arms"] and "uniform" in t["arms"]
-        ]
-        if ratios:
-            lines += ["", f"Train time per step, {emd_arm} / uniform (same run): {', '.join(f'{r:.3f}' for r in ratios)} (per task)."]
-    return lines
 
 
 if __name__ == "__main__":

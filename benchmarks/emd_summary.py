@@ -9,7 +9,7 @@ what the issue's target compares (EMD >= uniform). On MRPC and RTE it also count
 accuracy is the validation set's majority-class share: students that predict one class throughout,
 whose ties say nothing about the mapping.
 
-Usage: python benchmarks/emd_summary.py
+Usage: python benchmarks/emd_summary.py             (python benchmarks/emd_summary.py --render: the .md from the JSON)
 (smoke: reads what `emd_glue.py --smoke` wrote into the same $HF_DISTILL_SMOKE_DIR)
 """
 
@@ -24,9 +24,10 @@ from functools import cache
 from pathlib import Path
 
 from common import DATA, GLUE_TASKS, RESULTS, SMOKE, smoke_option
+from render import render_results
+from render_glue import EMD_SUMMARY_TASKS, emd_summary
 
-TASKS = {task: GLUE_TASKS[task][5] for task in ("stsb", "mrpc", "rte")}  # the tasks' main metrics
-TASK_NAMES = {"stsb": "STS-B", "mrpc": "MRPC", "rte": "RTE"}
+TASKS = {task: GLUE_TASKS[task][5] for task in EMD_SUMMARY_TASKS}  # the tasks' main metrics
 STARTS = {"uniform": "layers 3, 6", "first": "layers 1, 2"}
 COMMAND = "python benchmarks/emd_summary.py"
 
@@ -95,43 +96,19 @@ def summarise(path: Path) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    head = ["file", "start", "budget", "beta", "EMD arm"] + [f"{TASK_NAMES[t]}: EMD - uniform (seeds EMD >=)" for t in TASKS]
-    lines = ["| " + " | ".join(head + ["average EMD / uniform", "EMD >= uniform"]) + " |",
-             "| " + " | ".join(["---"] * 5 + ["---:"] * (len(TASKS) + 1) + ["---"]) + " |"]
-    for row in rows:
-        cells = [f"[{row['file']}]({row['file']}.md)", row["start"], row["budget"], row["beta"], row["arm"]]
-        for task in TASKS:
-            c = row["tasks"].get(task)
-            if c is None:
-                cells.append("–")
-                continue
-            constant = c["majority_class_runs"]
-            flag = "" if not (constant["emd"] or constant["uniform"]) else f"; majority class {constant['emd']} / {constant['uniform']}"
-            cells.append(f"{round(c['difference'], 2) + 0.0:+.2f} ({c['seeds_emd_at_least_uniform']}/{c['seeds']}{flag})")
-        average = row.get("average")
-        cells.append("–" if average is None else f"{average['emd']:.2f} / {average['uniform']:.2f}")
-        cells.append("–" if average is None else ("yes" if row["target_holds"] else "no"))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--render", action="store_true", help="only rewrite results/emd_summary.md (and the pages showing it) from its JSON")
     smoke_option(parser)
-    parser.parse_args()
+    if parser.parse_args().render:
+        return render_results("emd_summary", RESULTS)
     files = sorted(RESULTS.glob("emd_glue*.json"))
     if SMOKE and not files:
         sys.exit(f"no emd_glue*.json in {RESULTS}: run emd_glue.py --smoke with the same HF_DISTILL_SMOKE_DIR first")
     rows = [row for path in files for row in summarise(path)]
-    (RESULTS / "emd_summary.json").write_text(json.dumps({"command": COMMAND, "rows": rows}, indent=2) + "\n")
-    text = (
-        f"Command: `{COMMAND}` (reads the `emd_glue*.json` results; each file's own command and machine are in its .md)\n\n"
-        "Differences are x100 in the task's main metric (STS-B Spearman, MRPC and RTE accuracy), EMD arm mean minus "
-        "uniform-mapping mean over the file's seeds; in brackets, on how many paired seeds EMD >= uniform. A file with "
-        "one seed is a probe, not a comparison. \"majority class E / U\": how many of the EMD / uniform runs "
-        "score exactly the majority-class share (one class predicted throughout).\n\n" + table(rows)
-    )
+    payload = {"command": COMMAND, "rows": rows}
+    (RESULTS / "emd_summary.json").write_text(json.dumps(payload, indent=2) + "\n")
+    text = emd_summary(payload)
     (RESULTS / "emd_summary.md").write_text(text + "\n")
     print(text)
 

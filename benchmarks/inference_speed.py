@@ -27,7 +27,8 @@ import sys
 import time
 
 import torch
-from common import PeakMemory, device, minilm_dir, mpnet_dir, siamese_form, smoke_option, text_pairs, timed, write_results
+from common import RESULTS, PeakMemory, device, minilm_dir, mpnet_dir, siamese_form, smoke_option, text_pairs, timed, write_results
+from render import render_results, table
 
 from hf_distill import CrossEncoderModel
 from hf_distill.speed import pair_batches
@@ -66,47 +67,6 @@ def add_speedups(rows: list[dict]) -> None:
         row["speedup_over_ideal"] = row["speedup"] / row["ideal"]
 
 
-def target_line(rows: list[dict]) -> str:
-    t = TARGET
-    match = [
-        r for r in rows
-        if (r["teacher"], r["form"], r["layers"], r["batch"], r["seq"]) == (t["teacher"], t["form"], t["layers"], t["batch"], t["seq"])
-    ]
-    where = f"{t['layers']}-layer MiniLM cross-encoder student vs the 6-layer teacher at batch {t['batch']}, seq {t['seq']}"
-    if not match:
-        return f"Target (speed-up >= {t['speedup']}x, {where}): not measured, that configuration is not in this grid."
-    speedup = match[0]["speedup"]
-    verdict = "holds" if speedup >= t["speedup"] else "does not hold"
-    return f"Target: {where}: speed-up {speedup:.2f}x (target >= {t['speedup']}x, ideal {match[0]['ideal']:.1f}x): {verdict}."
-
-
-def table(rows: list[dict], opts, on: torch.device, attention: dict[str, str]) -> str:
-    slow = [r for r in rows if r["timed_batches"] < opts.batches]
-    memory = "allocator peak (max_memory_allocated)" if on.type == "cuda" else "process peak RSS (VmHWM after clear_refs)"
-    lines = [
-        f"Device: {on.type}. Attention: {', '.join(f'{k} {v}' for k, v in attention.items())}. fp32, inference_mode, eval.",
-        "Inputs: real MRPC + STS-B train pairs, padded/truncated to exactly `seq` tokens per sequence (padding=\"max_length\"). "
-        "Cross-encoder: one sequence per pair. Siamese: two sequences per pair (each side alone, two backbone passes) + cosine. "
-        "Students keep k teacher layers (uniform strategy); the Siamese reference is the teacher's own bi-encoder form.",
-        f"ms/batch: median of {opts.batches} timed batches after 1 warm-up batch; "
-        f"configurations whose warm-up batch took > {opts.slow_s:g} s were timed on 1 batch ({len(slow)} of {len(rows)}, see `timed`). "
-        f"Peak MB: {memory}; +MB: its increase over the memory in use right before the timed forwards (activations).",
-        "Speed-up: pairs/s over the teacher's (same form, batch, seq); ideal: L_T/k.",
-        "",
-        target_line(rows),
-        "",
-        "| teacher | form | layers | batch | seq | pairs/s | ms/batch | timed | peak MB | +MB | speed-up | ideal | speed-up/ideal |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['teacher_name']} | {r['form']} | {r['layers']} | {r['batch']} | {r['seq']} | {r['pairs_per_s']:.1f} | "
-            f"{r['ms_per_batch']:.1f} | {r['timed_batches']} | {r['peak_mb']:.0f} | {r['activation_mb']:.0f} | "
-            f"{r['speedup']:.2f}x | {r['ideal']:.1f}x | {r['speedup_over_ideal']:.2f} |"
-        )
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--teachers", nargs="+", choices=sorted(TEACHERS), default=["minilm", "mpnet"])
@@ -116,8 +76,11 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3, help="timed batches per configuration, after 1 warm-up")
     parser.add_argument("--slow_s", type=float, default=5.0, help="time 1 batch only where the warm-up batch takes longer")
     parser.add_argument("--name", default="inference_speed")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, ks=[2], batch_sizes=[4], seq_lens=[16], batches=2)
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/inference_speed.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.manual_seed(0)
     on = device()
@@ -154,7 +117,7 @@ def main() -> None:
     rows.sort(key=lambda r: (order[r["teacher"]], r["form"], r["batch"], r["seq"], -r["layers"]))
     payload = {"rows": rows, "target": TARGET, "device": on.type, "attention": attention,
                "wall_s": time.perf_counter() - start, "settings": vars(opts)}
-    write_results(opts.name, payload, table(rows, opts, on, attention), command)
+    write_results(opts.name, payload, table("inference_speed", payload), command)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,10 @@ import torch
 from transformers.trainer_utils import get_last_checkpoint
 
 from common import (
-    CACHE, GLUE_TASKS, eval_metrics, fast_bf16, label_maps, load_task, mean_std, minilm_dir, mpnet_dir, run_arguments, smoke_option,
+    CACHE, GLUE_TASKS, RESULTS, eval_metrics, fast_bf16, label_maps, load_task, minilm_dir, mpnet_dir, run_arguments, smoke_option,
     write_results,
 )
+from render import render_results, table
 
 from hf_distill import CrossEncoderModel
 from hf_distill.metrics import compute_metrics_for
@@ -96,8 +97,11 @@ def main() -> None:
     parser.add_argument("--name", default="kd_glue")
     parser.add_argument("--teacher_epochs", type=float, default=None, help="override the teacher's epochs (TEACHER_SETTINGS)")
     parser.add_argument("--max_samples", type=int, default=None, help="smoke runs only: cut every split")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, seeds=[0], epochs=1, teacher_epochs=1)
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/kd_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     teacher_settings = {t: {**v, **({"epochs": opts.teacher_epochs} if opts.teacher_epochs else {})} for t, v in TEACHER_SETTINGS.items()}
@@ -127,29 +131,7 @@ def main() -> None:
                 metrics = evaluate(student, data["validation"], task, args)
                 task_results["arms"].setdefault(arm, []).append({"seed": seed, "train_seconds": seconds, **metrics})
                 print(f"[{task}] {arm} seed {seed}: {metrics} ({seconds:.0f}s)", flush=True)
-                write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
-
-
-def table_lines(opts, results: dict) -> list[str]:
-    """The markdown table of every finished arm."""
-    lines = [
-        f"{opts.student_layers}-layer student (`from_teacher`, strategy `{opts.strategy}`) of a fine-tuned 6-layer "
-        f"MiniLM cross-encoder; {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, max_length 128, seeds {opts.seeds}; "
-        "validation split; mean ± std over seeds (x100).",
-        "",
-        "| task | model | metric | mean | std | runs |",
-        "| --- | --- | --- | ---: | ---: | --- |",
-    ]
-    for task, task_results in results["tasks"].items():
-        _, _, _, num_labels, _, metric = GLUE_TASKS[task]
-        teacher_metrics = task_results["teacher"]
-        for name in [metric] + (["f1"] if num_labels == 2 else []):
-            lines.append(f"| {task} | teacher (6 layers) | {name} | {100 * teacher_metrics[name]:.2f} | – | 1 |")
-            for arm, runs in task_results["arms"].items():
-                values = [100 * r[name] for r in runs]
-                mean, std = mean_std(values)
-                lines.append(f"| {task} | student: {arm} | {name} | {mean:.2f} | {std:.2f} | {', '.join(f'{v:.1f}' for v in values)} |")
-    return lines
+                write_results(opts.name, results, table("kd_glue", results), command)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,10 @@ import time
 import numpy as np
 import torch
 from common import (
-    CACHE, DATA, RESULTS, last_terms, mean_std, minilm_dir, run_arguments, smoke_option, start_results, timed, write_results,
+    CACHE, DATA, RESULTS, last_terms, minilm_dir, run_arguments, smoke_option, start_results, timed, write_results,
 )
 from datasets import concatenate_datasets
+from render import render_results, table
 
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -266,9 +267,12 @@ def main() -> None:
     parser.add_argument("--name", default="ranking")
     parser.add_argument("--append", action="store_true",
                         help="keep the references, teacher scores and every student run of results/NAME.json this command does not redo")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     # smoke: the teacher term_gradients.py reads by default (bi-encoder targets, 1 epoch), so its smoke run reuses it
     smoke_option(parser, student_layers=[2], seeds=[0], teacher_epochs=1, teacher_targets="bi-encoder")
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/ranking.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     previous_path = RESULTS / f"{opts.name}.json"
     previous = json.loads(previous_path.read_text()) if opts.append and previous_path.exists() else {}
@@ -329,8 +333,8 @@ def main() -> None:
                 run["first_terms"] = first_terms(trainer.state.log_history)
                 per_arm.setdefault(arm, []).append(run)
                 print(f"[{layers} layers] {arm} seed {seed}: {run}", flush=True)
-                write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
-    write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+                write_results(opts.name, results, table("ranking", results), command)
+    write_results(opts.name, results, table("ranking", results), command)
 
 
 def kept_student_runs(previous: dict, depths: list[int], arms: list[str], seeds: list[int]) -> dict:
@@ -358,77 +362,6 @@ def first_terms(log_history: list[dict]) -> dict:
         if "loss" in entry:
             return last_terms([entry])
     return {}
-
-
-COLUMNS = [("wikiqa_test", "mrr@10"), ("wikiqa_test", "ndcg@10"), ("wikiqa_test", "map"), ("dl19", "ndcg@10"), ("dl19", "mrr@10")]
-
-
-def _row(name: str, runs: list[dict], teacher_speed: float | None, layers: int | None, paired: dict | None = None) -> str:
-    cells = []
-    for collection, metric in COLUMNS:
-        key = f"{collection}_{metric}"
-        values = [100 * r[key] for r in runs if key in r]
-        if not values:
-            cells.append("–")
-            continue
-        mean, std = mean_std(values)
-        cells.append(f"{mean:.2f} ± {std:.2f}" if len(values) > 1 else f"{mean:.2f}")
-    speeds = [r["dl19_pairs_per_second"] for r in runs if "dl19_pairs_per_second" in r]
-    speed = mean_std(speeds)[0] if speeds else None
-    speed_cell = f"{speed:.0f}" if speed else "–"
-    ratio = None
-    if paired and layers:  # timed in turns with the teacher (paired_throughput)
-        ratio = paired["speedup"]
-    elif speed and teacher_speed and layers:
-        ratio = speed / teacher_speed
-    ratio_cell = f"{ratio:.2f}x ({ratio / (6 / layers):.2f} of {6 / layers:g}x)" if ratio else "–"
-    return f"| {name} | {' | '.join(cells)} | {speed_cell} | {ratio_cell} |"
-
-
-def table_lines(opts, results: dict) -> list[str]:
-    """References, teacher, and every student arm: mean ± std over seeds (x100), throughput, speed-up."""
-    lines = [
-        f"Training pairs: {results['train_pairs']} ({' + '.join(opts.train_sets)}; DL20 relevance >= 2 as positive). "
-        f"Teacher: all-MiniLM-L6-v2 as a 2-class cross-encoder, {opts.teacher_epochs:g} epochs, lr {opts.teacher_lr:g}, "
-        + ("trained on the labels. " if opts.teacher_targets == "labels" else
-           f"trained on the labels plus the zero-shot bi-encoder's per-query standardised scores (scale {opts.teacher_soft_scale:g}). ")
-        + f"Students: the teacher's first k layers, {opts.epochs:g} epoch(s), lr {opts.lr:g}, batch 16, T {opts.temperature:g}; "
-        f"seeds {opts.seeds}; max_length {opts.max_length}. WikiQA test: 243 questions with a correct answer; "
-        "DL19: 43 queries, BM25 top-100 (zero-shot: no DL19 query in training). Mean ± std over seeds, x100. "
-        "Throughput: pairs/s while re-ranking DL19 (4,300 pairs, batch 32); "
-        + (f"speed-up: the teacher and each student re-ranking the same {results['throughput']['pairs']} DL19 pairs "
-           f"(batch {results['throughput']['batch_size']}, tokenisation included) in turns, median of "
-           f"{results['throughput']['rounds']} per-round ratios (teacher {results['throughput']['teacher_pairs_per_second']:.0f} pairs/s), "
-           if "throughput" in results else "speed-up: the student's pairs/s over the teacher's, ")
-        + "and its share of the ideal layer ratio.",
-        "",
-        "| model | WikiQA MRR@10 | WikiQA NDCG@10 | WikiQA MAP | DL19 NDCG@10 | DL19 MRR@10 | pairs/s | speed-up |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    refs = results.get("references", {})
-    for name, metrics in refs.items():
-        lines.append(_row(name, [metrics], None, None))
-    teacher = results.get("teacher")
-    teacher_speed = teacher.get("dl19_pairs_per_second") if teacher else None
-    if teacher:
-        lines.append(_row("teacher cross-encoder (6 layers)", [teacher], None, None))
-    for earlier in results.get("earlier_teachers", []):  # the same recipe trained before: the older runs' teacher
-        lines.append(_row("teacher cross-encoder (6 layers), earlier training", [earlier], None, None))
-    for layers, arms in results.get("students", {}).items():
-        for arm, runs in arms.items():
-            lines.append(_row(f"{layers}-layer student: {arm}", runs, teacher_speed, int(layers),
-                              results.get("throughput", {}).get(str(layers))))
-    term_lines = []
-    for layers, arms in results.get("students", {}).items():
-        for arm, runs in arms.items():
-            first, last = runs[0].get("first_terms", {}), runs[0].get("terms", {})
-            falls = ", ".join(f"{k} {first[k]:.4g} -> {last[k]:.4g}" for k in first if k in last)
-            if falls:
-                term_lines.append(f"| {layers} | {arm} | {falls} |")
-    if term_lines:
-        lines += ["", "Loss terms, first and last logged value (seed of the first run):", "",
-                  "| layers | arm | terms |", "| --- | --- | --- |", *term_lines]
-    return lines
 
 
 if __name__ == "__main__":

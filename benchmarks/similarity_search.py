@@ -27,7 +27,8 @@ import sys
 import time
 
 import torch
-from common import PeakMemory, device, minilm_dir, siamese_form, smoke_option, text_pairs, timed, write_results
+from common import RESULTS, PeakMemory, device, minilm_dir, siamese_form, smoke_option, text_pairs, timed, write_results
+from render import render_results, table
 
 from hf_distill import CrossEncoderModel, SiameseModel
 
@@ -82,53 +83,6 @@ def siamese_search(model: SiameseModel, sentences: list[str], block: int, on: to
     }
 
 
-def duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds:,.0f} s ({seconds / size:.1f} {unit})"
-    return f"{seconds:.2f} s"
-
-
-def table(cross: dict, siamese: dict[str, dict[int, dict]], opts, on: torch.device) -> str:
-    lines = [
-        f"Device: {on.type}. fp32, inference_mode, eval. Sentences: unique STS-B sentences (train + validation + test), "
-        "shuffled (seed 0), the first N. Batch 64, dynamic padding, max_length 128 for both approaches.",
-        f"Cross-encoder: MiniLM-L6 (num_labels=1), {opts.pair_sample:,} random pairs of the N={max(opts.ns):,} sentences scored "
-        f"in {cross['sample_s']:.2f} s after one warm-up batch = {cross['pairs_per_s']:.1f} pairs/s; "
-        "**its times are extrapolated linearly** to N(N-1)/2 pairs (tokenisation included).",
-        "Bi-encoder: measured directly. Encode = tokenise + forward of the N sentences (longest first, order restored); "
-        f"search = cosine-similarity matrix in blocks of {opts.block} rows, diagonal masked, argmax "
-        "(+MB: memory it added).",
-        "",
-        "| approach | N | forward passes | encode s | search s | search +MB | total |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for n in opts.ns:
-        pairs = n * (n - 1) // 2
-        lines.append(f"| MiniLM-L6 cross-encoder (extrapolated) | {n:,} | {pairs:,} pairs | | | | {duration(cross['total_s'][n])} |")
-        for name, runs in siamese.items():
-            r = runs[n]
-            lines.append(
-                f"| {name} | {n:,} | {n:,} sentences | {r['encode_s']:.2f} | {r['search_s']:.3f} | {r['search_mb']:.0f} "
-                f"| {duration(r['total_s'])} |"
-            )
-    lines += [
-        "",
-        "| N | cross-encoder s | " + " | ".join(f"{name} s | cross / {name}" for name in siamese) + " |",
-        "| ---: | ---: | " + " | ".join("---: | ---:" for _ in siamese) + " |",
-    ]
-    for n in opts.ns:
-        cross_s = cross["total_s"][n]
-        cells = " | ".join(f"{runs[n]['total_s']:.2f} | {cross_s / runs[n]['total_s']:,.0f}x" for runs in siamese.values())
-        lines.append(f"| {n:,} | {cross_s:,.0f} | {cells} |")
-    lines += ["", "Most similar pair found:", "", "| model | N | cosine | sentence a | sentence b |", "| --- | ---: | ---: | --- | --- |"]
-    for name, runs in siamese.items():
-        for n in opts.ns:
-            p = runs[n]["pair"]
-            lines.append(f"| {name} | {n:,} | {p['cosine']:.4f} | {p['a'].replace('|', '/')} | {p['b'].replace('|', '/')} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ns", nargs="+", type=int, default=[1000, 10000], help="numbers of sentences")
@@ -136,8 +90,11 @@ def main() -> None:
     parser.add_argument("--student_layers", nargs="*", type=int, default=[2], help="k-layer Siamese students also measured")
     parser.add_argument("--block", type=int, default=2048, help="rows of the similarity matrix computed at once")
     parser.add_argument("--name", default="similarity_search")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, ns=[20, 40], pair_sample=16, block=8)
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/similarity_search.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.manual_seed(0)
     on = device()
@@ -168,7 +125,7 @@ def main() -> None:
 
     payload = {"cross_encoder": cross_result, "siamese": siamese, "device": on.type, "sentences_available": available,
                "wall_s": time.perf_counter() - start, "settings": vars(opts)}
-    write_results(opts.name, payload, table(cross_result, siamese, opts, on), command)
+    write_results(opts.name, payload, table("similarity_search", payload), command)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import torch
 from common import RESULTS, SCRATCH, load_task, minilm_dir, smoke_option, timing_arguments, write_results
 from lockstep import paired_step_ratio, train_in_lockstep
+from render import render_results, table
 
 import hf_distill.losses.emd as emd_module
 from hf_distill import CrossEncoderModel, SiameseModel
@@ -269,16 +270,17 @@ def main() -> None:
     parser.add_argument("--skip_growth", action="store_true", help="no part 3 (EMD cost growth)")
     parser.add_argument("--growth_seq_lens", nargs="+", type=int, default=[64, 128, 256], help="part 3: sequence lengths")
     parser.add_argument("--name", default="step_breakdown")
-    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
+    parser.add_argument("--render", action="store_true",
+                        help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json; "
+                             "the column of what `score_cost_matrix` picks follows the current code")
     smoke_option(parser, seq_lens=[16], batch=4, steps=1, full_seq=16, full_steps=5, rounds=1, growth_seq_lens=[8])
     opts = parser.parse_args()
-    if opts.render:  # derived columns (e.g. which way `score_cost_matrix` picks) follow the current code
-        saved = json.loads((RESULTS / f"{opts.name}.json").read_text())
-        vars(opts).update({k: v for k, v in saved["settings"].items() if k not in ("render", "name")})
-        for row in saved.get("emd_growth", []):
-            row.pop("auto", None)
-        write_results(opts.name, saved, "\n".join(table_lines(opts, saved)), saved["command"])
-        return
+    if opts.render:  # nothing runs; which way `score_cost_matrix` picks follows the current code
+        path = RESULTS / f"{opts.name}.json"
+        saved = json.loads(path.read_text())
+        pick_cost_methods(saved.get("emd_growth", []))
+        path.write_text(json.dumps(saved, indent=2) + "\n")
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/step_breakdown.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.manual_seed(0)
 
@@ -324,92 +326,14 @@ def main() -> None:
         depths = [(2, 6, 384), (3, 6, 384), (4, 6, 384), (6, 6, 384), (4, 12, 768), (6, 12, 768)]
         for seq in opts.growth_seq_lens:
             results["emd_growth"] += emd_growth(depths, seq, opts.batch, 12, repeats=3)
-    write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
+    pick_cost_methods(results["emd_growth"])
+    write_results(opts.name, results, table("step_breakdown", results), command)
 
 
-def summary_lines(breakdown: dict) -> list[str]:
-    """One row per method and length: the step's ms and each group of parts as a share of it."""
-    groups = {
-        "teacher fwd": lambda p: p == "teacher forward",
-        "student fwd": lambda p: p == "student forward",
-        "backward": lambda p: p == "backward",
-        "loss terms": lambda p: p.startswith("loss: "),
-        "collate": lambda p: p == "data (collate)",
-        "optimizer": lambda p: p == "optimizer",
-        "EMD solve + update": lambda p: "EMD flow solve" in p or p == "cost-attention update",
-        "capture": lambda p: p.strip().startswith("capture cost"),
-    }
-    lines = ["### Shares of the step", "", "| method | seq | step ms | " + " | ".join(groups) + " |",
-             "| --- | ---: | ---: |" + " ---: |" * len(groups)]
-    seqs = sorted({int(seq) for by_seq in breakdown.values() for seq in by_seq})
-    for seq in seqs:
-        for method, by_seq in breakdown.items():
-            parts = by_seq.get(str(seq), by_seq.get(seq))
-            if parts is None:
-                continue
-            total = parts["step (sum)"]
-            cells = []
-            for keep in groups.values():
-                chosen = [v for k, v in parts.items() if keep(k)]
-                cells.append(f"{100 * sum(chosen) / total:.0f}%" if chosen else "–")
-            lines.append(f"| {method} | {seq} | {total:.0f} | " + " | ".join(cells) + " |")
-    return lines + [""]
-
-
-def table_lines(opts, results: dict) -> list[str]:
-    lines = [
-        f"MiniLM-L6 teacher (6 layers, eager attention); cross-encoder students keep {opts.student_layers} of its layers; "
-        f"Siamese students are the 6-layer MiniLM bi-encoder; batch {opts.batch}; median of {opts.steps} steps after a "
-        "warm-up; every sequence truncated to exactly the given length.",
-        "",
-    ]
-    if results["breakdown"]:
-        lines += summary_lines(results["breakdown"])
-        lines += ["### Breakdown (ms per step, share of the step in brackets)", ""]
-    for method, by_seq in results["breakdown"].items():
-        seqs = list(by_seq)
-        parts = [p for p in by_seq[seqs[0]] if p != "step (sum)"]
-        lines += [f"**{method}**", "", "| part | " + " | ".join(f"seq {s}" for s in seqs) + " |",
-                  "| --- |" + " ---: |" * len(seqs)]
-        for part in parts:
-            cells = []
-            for s in seqs:
-                value, total = by_seq[s].get(part, 0.0), by_seq[s]["step (sum)"]
-                cells.append(f"{value:.1f} ({100 * value / total:.0f}%)")
-            lines.append(f"| {part} | " + " | ".join(cells) + " |")
-        lines.append("| step | " + " | ".join(f"{by_seq[s]['step (sum)']:.1f}" for s in seqs) + " |")
-        lines.append("")
-    if results["full_steps_ms"]:
-        rounds = results.get("full_steps_round_ms", {})
-        lines += [
-            f"### Full `trainer.train()` steps (seq {opts.full_seq}, {opts.rounds} round(s) x {opts.full_steps} steps, all arms in "
-            "lockstep, first 3 steps of a round dropped, median ms)",
-            "",
-            "| arm | ms/step | per round (median) |",
-            "| --- | ---: | --- |",
-            *(f"| {name} | {ms:.1f} | {', '.join(f'{r:.0f}' for r in rounds.get(name, []))} |"
-              for name, ms in results["full_steps_ms"].items()),
-            "",
-            "Ratios: the median over steps of arm step i / reference step i (one lockstep rotation apart), with quartiles.",
-            "",
-            "| ratio | measured | quartiles | steps | target | holds |",
-            "| --- | ---: | --- | ---: | ---: | --- |",
-            *(f"| {k} | {v['measured']:.3f} | {v['q1']:.3f} - {v['q3']:.3f} | {v['steps']} | <= {v['target']:.2f} | "
-              f"{'yes' if v['holds'] else 'no'} |" for k, v in results["ratios"].items()),
-        ]
-    if results["emd_growth"]:
-        lines += [
-            "",
-            "### EMD cost matrices and flow solves by depth (synthetic layers, 12 heads, median ms)",
-            "",
-            "| L_S x L_T | hidden | seq | batch | cost matrices fwd+bwd, Gram | same, score maps | maps / Gram | auto picks | 2 POT solves |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
-            *(f"| {r['student_layers']} x {r['teacher_layers']} | {r['hidden']} | {r['seq']} | {r['batch']} | "
-              f"{r['cost_ms']:.1f} | {r['maps_cost_ms']:.1f} | {r['maps_cost_ms'] / r['cost_ms']:.2f} | "
-              f"{score_cost_method(r['student_layers'], r['teacher_layers'], r['seq'], r['hidden'] // r['heads'])} | "
-              f"{r['solve_ms']:.2f} |" for r in results["emd_growth"]),
-        ]
-    return lines
+def pick_cost_methods(rows: list[dict]) -> None:
+    """Each EMD growth row's `auto`: the way `score_cost_matrix(method="auto")` computes the attention costs there."""
+    for r in rows:
+        r["auto"] = score_cost_method(r["student_layers"], r["teacher_layers"], r["seq"], r["hidden"] // r["heads"])
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ import sys
 import time
 
 import torch
-from common import SCRATCH, load_task, minilm_dir, smoke_option, timing_arguments, write_results
+from common import RESULTS, SCRATCH, load_task, minilm_dir, smoke_option, timing_arguments, write_results
+from render import render_results, table
 from transformers import TrainerCallback
 
 from hf_distill import CrossEncoderModel
@@ -78,8 +79,11 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--student_layers", type=int, default=2)
     parser.add_argument("--name", default="step_time")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, steps=5, rounds=1, batch=4, seq=16)
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/step_time.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.manual_seed(0)
 
@@ -98,20 +102,9 @@ def main() -> None:
     a, b, c, d = (median[k] for k in samples)
     ratios = {"b/a": b / a, "c/(a+d)": c / (a + d)}
     targets = {"b/a": 1.05, "c/(a+d)": 1.10}
-
-    lines = [
-        f"MiniLM-L6 teacher, {opts.student_layers}-layer student, batch {opts.batch}, max_length {opts.seq}, "
-        f"{opts.rounds} rounds x {opts.steps} steps (first 3 of each dropped), median ms per step.",
-        "",
-        "| arm | median ms/step | steps timed |",
-        "| --- | ---: | ---: |",
-        *(f"| {arm} | {median[arm]:.1f} | {len(samples[arm])} |" for arm in samples),
-        "",
-        "| ratio | measured | target | holds |",
-        "| --- | ---: | ---: | --- |",
-        *(f"| {k} | {v:.3f} | <= {targets[k]:.2f} | {'yes' if v <= targets[k] else 'no'} |" for k, v in ratios.items()),
-    ]
-    write_results(opts.name, {"median_ms": median, "ratios": ratios, "targets": targets, "samples_ms": {k: [t * 1000 for t in v] for k, v in samples.items()}, "settings": vars(opts)}, "\n".join(lines), command)
+    payload = {"median_ms": median, "ratios": ratios, "targets": targets,
+               "samples_ms": {k: [t * 1000 for t in v] for k, v in samples.items()}, "settings": vars(opts)}
+    write_results(opts.name, payload, table("step_time", payload), command)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ import shlex
 import sys
 
 import torch
-from common import CACHE, mean_std, smoke_option, write_results
+from common import CACHE, RESULTS, mean_std, smoke_option, write_results
 from ranking import arm_arguments, load_data, teacher_for, training_args
+from render import render_results, table
 
 from hf_distill import CrossEncoderModel
 from hf_distill.trainer import DistillationTrainer
@@ -58,28 +59,6 @@ def term_gradients(teacher: CrossEncoderModel, layers: int, train, batches: int,
     return out
 
 
-def table_lines(results: dict, weights: list[float]) -> list[str]:
-    lines = [
-        f"Student: the ranking teacher's first k layers; {results['batches']} training batches of 16 pairs "
-        f"(max_length {results['max_length']}, shuffle seed 0); every term unweighted; gradient norms over the "
-        "student's parameters, mean over batches.",
-        "",
-        "| layers | term | value | grad norm | grad norm / hard's |",
-        "| --- | --- | ---: | ---: | ---: |",
-    ]
-    for layers, terms in results["students"].items():
-        for name, t in terms.items():
-            lines.append(f"| {layers} | {name} | {t['value']:.4g} | {t['grad_norm']:.4g} ± {t['grad_norm_std']:.2g} | "
-                         f"{t['grad_ratio_to_hard']:.3g} |")
-    lines += ["", "Attention term's gradient norm over the hard term's, at each weight:", "",
-              "| layers | " + " | ".join(f"x{w:g}" for w in weights) + " |",
-              "| --- | " + " | ".join("---:" for _ in weights) + " |"]
-    for layers, terms in results["students"].items():
-        ratio = terms["attention"]["grad_ratio_to_hard"]
-        lines.append(f"| {layers} | " + " | ".join(f"{w * ratio:.3g}" for w in weights) + " |")
-    return lines
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--student_layers", nargs="+", type=int, default=[2, 3])
@@ -92,8 +71,11 @@ def main() -> None:
     parser.add_argument("--teacher_soft_scale", type=float, default=1.0)
     parser.add_argument("--max_length", type=int, default=128)
     parser.add_argument("--name", default="term_gradients")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, student_layers=[2], batches=2)
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     if opts.batches < 1:
         parser.error(f"--batches must be >= 1, got {opts.batches}")
     opts.max_train = None  # teacher_for's cache key: the full training set, as in ranking.py
@@ -106,7 +88,7 @@ def main() -> None:
     for layers in opts.student_layers:
         results["students"][str(layers)] = term_gradients(teacher, layers, train, opts.batches, opts.max_length)
         print(f"[{layers} layers] {results['students'][str(layers)]}", flush=True)
-    write_results(opts.name, results, "\n".join(table_lines(results, opts.attention_weights)), command)
+    write_results(opts.name, results, table("term_gradients", results), command)
 
 
 if __name__ == "__main__":

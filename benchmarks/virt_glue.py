@@ -28,9 +28,10 @@ import time
 
 import torch
 from common import (
-    CACHE, GLUE_TASKS, eval_metrics, last_terms, load_task, mean_std, minilm_dir, smoke_option, start_results, write_results,
+    CACHE, GLUE_TASKS, RESULTS, eval_metrics, last_terms, load_task, minilm_dir, smoke_option, start_results, write_results,
 )
 from kd_glue import teacher_for, training_args
+from render import render_results, table
 
 from hf_distill import SiameseModel
 from hf_distill.metrics import compute_metrics_for
@@ -87,8 +88,11 @@ def main() -> None:
     parser.add_argument("--max_eval", type=int, default=None, help="smoke runs only: cut the evaluation split")
     parser.add_argument("--name", default="virt_glue")
     parser.add_argument("--append", action="store_true", help="keep the tasks already in results/NAME.json")
+    parser.add_argument("--render", action="store_true", help="only rewrite results/NAME.md (and the pages showing it) from results/NAME.json")
     smoke_option(parser, tasks=["mrpc"], seeds=[0])
     opts = parser.parse_args()
+    if opts.render:  # nothing runs: the table again from the JSON
+        return render_results(opts.name, RESULTS)
     command = "python benchmarks/virt_glue.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     results, command = start_results(opts.name, opts, command)
@@ -132,39 +136,7 @@ def main() -> None:
             sentences = list(data["validation"][GLUE_TASKS[task][1][0]])[:512]
             speed = encode_throughput({a: trained[a] for a in ARMS[:2]}, sentences, rounds=3)
             task_results.setdefault("encode_sentences_per_s", []).append({"seed": seed, **speed})
-            write_results(opts.name, results, "\n".join(table_lines(opts, results)), command)
-
-
-def table_lines(opts, results: dict) -> list[str]:
-    lines = [
-        f"Siamese students: the MiniLM bi-encoder keeping {opts.student_layers} of its 6 layers (`{opts.strategy}`), mean "
-        f"pooling, softmax over (u, v, |u-v|); teacher: the fine-tuned 6-layer MiniLM cross-encoder. {opts.epochs:g} "
-        f"epoch(s), lr {opts.lr:g}, batch 16, max_length 128 per side, VIRT alpha {opts.virt_weight:g}; seeds {opts.seeds}; "
-        "mean ± std over seeds (x100).",
-        "",
-        "| task (train -> eval) | model | accuracy | std | runs | train s (mean) |",
-        "| --- | --- | ---: | ---: | --- | ---: |",
-    ]
-    averages: dict[str, list[float]] = {}
-    for task, r in results["tasks"].items():
-        where = f"{task} ({r['splits']['train']} -> {r['splits']['eval']}, {r['train_rows']} rows)"
-        lines.append(f"| {where} | teacher cross-encoder (6 layers) | {100 * r['teacher']['accuracy']:.2f} | – | 1 | – |")
-        averages.setdefault("teacher cross-encoder", []).append(100 * r["teacher"]["accuracy"])
-        for arm, runs in r["arms"].items():
-            values = [100 * run["accuracy"] for run in runs]
-            mean, std = mean_std(values)
-            averages.setdefault(arm, []).append(mean)
-            seconds = mean_std([run["train_seconds"] for run in runs])[0]
-            lines.append(f"| {where} | {arm} | {mean:.2f} | {std:.2f} | {', '.join(f'{v:.1f}' for v in values)} | {seconds:.0f} |")
-    lines += ["", "| model | average accuracy over the tasks |", "| --- | ---: |"]
-    lines += [f"| {arm} | {sum(v) / len(v):.2f} |" for arm, v in averages.items()]
-    lines += ["", "Embedding throughput (`encode`, 512 eval sentences, batch 64, median of 3 alternating rounds, sentences/s):", "",
-              "| task | seed | Siamese baseline | + VIRT loss | ratio |", "| --- | --- | ---: | ---: | ---: |"]
-    for task, r in results["tasks"].items():
-        for speed in r.get("encode_sentences_per_s", []):
-            base, virt = speed[ARMS[0]], speed[ARMS[1]]
-            lines.append(f"| {task} | {speed['seed']} | {base:.0f} | {virt:.0f} | {virt / base:.3f} |")
-    return lines
+            write_results(opts.name, results, table("virt_glue", results), command)
 
 
 if __name__ == "__main__":

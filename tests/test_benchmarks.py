@@ -84,9 +84,9 @@ def _takes_smoke(source: str) -> bool:
 
 
 def test_every_script_has_a_smoke_run():
-    """Every benchmark script (a file with a __main__) takes --smoke; smoke.py runs those that use the shared
+    """Every benchmark script (a file with a __main__; smoke.py and render.py are tools) takes --smoke; smoke.py runs those that use the shared
     `common.smoke_option` (the others have a --smoke of their own, tested by their owners' tests)."""
-    scripts = {p.name for p in BENCHMARKS.glob("*.py") if '__name__ == "__main__"' in p.read_text()} - {"smoke.py"}
+    scripts = {p.name for p in BENCHMARKS.glob("*.py") if '__name__ == "__main__"' in p.read_text()} - {"smoke.py", "render.py"}
     without = {name for name in scripts if not _takes_smoke((BENCHMARKS / name).read_text())}
     assert without == set(), f"benchmark scripts without --smoke: {sorted(without)}"
     for script in SCRIPTS:

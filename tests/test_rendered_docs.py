@@ -1,0 +1,160 @@
+"""Every number in README.md and docs/ is what its results JSON renders (`benchmarks/render.py`).
+
+Each rendered block of every page, each benchmarks/results/NAME.md and each page a benchmark writes
+whole is rendered again from benchmarks/results/*.json and compared: a table edited by hand, a JSON
+rerun without rendering, or a renderer changed without rendering again fails here, with the command
+that fixes it. Rendering loads no model and imports no torch, so this file takes seconds. It also
+checks that every relative link in README.md and docs/ points at a file (and heading) that exists.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO / "benchmarks"
+FIX = "run `python benchmarks/render.py` (or the benchmark's --render) and commit what it rewrites"
+
+
+def _module(name: str):
+    """A module of benchmarks/, imported the way the scripts import each other (benchmarks/ on sys.path)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    return importlib.import_module(name)
+
+
+render = _module("render")
+
+
+def _diff(expected: str, actual: str) -> str:
+    return "\n".join(difflib.unified_diff(expected.splitlines(), actual.splitlines(), "rendered from JSON", "committed", lineterm="", n=1))
+
+
+def _blocks() -> list:
+    return [
+        pytest.param(page, name, body, id=f"{page.relative_to(REPO).as_posix()}::{name}")
+        for page in render.pages() for name, body in render.blocks(page.read_text())
+    ]
+
+
+@pytest.mark.parametrize(("page", "name", "body"), _blocks())
+def test_rendered_block_is_what_its_json_renders(page, name, body):
+    fresh = render.relink(render.render_block(name), page)
+    assert body == fresh, f"{page.relative_to(REPO)}, block {name!r} differs from its JSON; {FIX}\n{_diff(fresh, body)}"
+
+
+def _results_files() -> list[Path]:
+    return [path for path in sorted(render.RESULTS.glob("*.json")) if render.has_results_markdown(json.loads(path.read_text()))]
+
+
+@pytest.mark.parametrize("path", _results_files(), ids=lambda p: p.stem)
+def test_results_markdown_is_what_its_json_renders(path):
+    markdown = path.with_suffix(".md")
+    fresh = render.results_markdown(json.loads(path.read_text()))
+    assert markdown.exists() and markdown.read_text() == fresh, (
+        f"{markdown.relative_to(REPO)} differs from {path.name}; {FIX}\n{_diff(fresh, markdown.read_text() if markdown.exists() else '')}"
+    )
+
+
+@pytest.mark.parametrize("page", list(render.WHOLE_PAGES), ids=lambda p: p.name)
+def test_whole_page_is_its_json_or_says_there_is_none(page):
+    assert render.whole_page_problem(page) is None, f"{render.whole_page_problem(page)}; {FIX}"
+
+
+def test_results_pages_and_readme_show_rendered_tables():
+    """The method pages and the performance page hold rendered blocks (none of their numbers typed), and
+    the README's results summary is rendered too."""
+    pages = [p for p in (REPO / "docs" / "results").glob("*.md") if p not in render.WHOLE_PAGES] + [REPO / "docs" / "performance.md"]
+    assert {p.stem for p in pages} >= {"kd", "dvbert", "bert_emd", "virt", "simplified_tinybert", "performance"}
+    for page in pages:
+        assert render.blocks(page.read_text()), f"{page.relative_to(REPO)} has no rendered block"
+    readme = {name for name, _ in render.blocks((REPO / "README.md").read_text())}
+    assert {f"summary:{method}" for method in ("kd", "dvbert", "bert_emd", "virt", "simplified_tinybert")} <= readme
+
+
+def test_rendering_imports_no_torch():
+    """Blocks and results tables render from JSON alone: no torch, transformers or hf_distill import."""
+    code = "\n".join([
+        "import json, sys",
+        "sys.path.insert(0, 'benchmarks')",
+        "import render",
+        "for page in render.pages():",
+        "    for name, _ in render.blocks(page.read_text()):",
+        "        render.render_block(name)",
+        "for path in render.RESULTS.glob('*.json'):",
+        "    payload = json.loads(path.read_text())",
+        "    if render.has_results_markdown(payload):",
+        "        render.results_markdown(payload)",
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'hf_distill', 'datasets', 'numpy'}))",
+    ])
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"
+
+
+def test_refresh_rewrites_a_stale_block_and_its_links(tmp_path):
+    page = REPO / "docs" / "results" / "example.md"  # never written: only its place matters for the links
+    stale = "intro\n\n<!-- rendered: emd_summary -->\n| typed | by hand |\n<!-- /rendered -->\n\nafter\n"
+    fresh = render.refresh(stale, page)
+    assert fresh.startswith("intro\n\n<!-- rendered: emd_summary -->\nCommand: `python benchmarks/emd_summary.py`")
+    assert fresh.endswith("<!-- /rendered -->\n\nafter\n") and "typed by hand" not in fresh
+    assert "](../../benchmarks/results/emd_glue.md)" in fresh  # written for benchmarks/results/, moved to the page
+    assert render.refresh(fresh, page) == fresh
+
+
+def test_relink_leaves_absolute_and_anchor_links():
+    page = REPO / "README.md"
+    text = "[a](x.md) [b](https://example.org/y.md) [c](#results) [d](x.md#part) ![e](f.png)"
+    assert render.relink(text, page) == (
+        "[a](benchmarks/results/x.md) [b](https://example.org/y.md) [c](#results) "
+        "[d](benchmarks/results/x.md#part) ![e](benchmarks/results/f.png)"
+    )
+
+
+def test_unknown_view_is_named():
+    with pytest.raises(KeyError, match="unknown rendered view 'nonsense'"):
+        render.render_block("nonsense:kd_glue")
+
+
+# ---------------------------------------------------------------------------- links
+LINK = re.compile(r"(?<!`)\[[^\]]*\]\((?P<target>[^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = FENCE.sub("", path.read_text())
+    return {_anchor(m.group(1)) for m in re.finditer(r"^#+ (.+)$", text, re.MULTILINE)}
+
+
+def _link_pages() -> list[Path]:
+    return [REPO / "README.md", BENCHMARKS / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+@pytest.mark.parametrize("page", _link_pages(), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_relative_links_point_at_existing_files(page):
+    broken = []
+    for match in LINK.finditer(FENCE.sub("", page.read_text())):
+        target = match.group("target")
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        if not resolved.exists():
+            broken.append(f"{target} (no {resolved.relative_to(REPO) if resolved.is_relative_to(REPO) else resolved})")
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+            broken.append(f"{target} (no heading #{anchor} in {resolved.relative_to(REPO)})")
+    assert not broken, f"{page.relative_to(REPO)}: broken links: {broken}"
