@@ -49,7 +49,7 @@ def test_distilling_example_runs(tmp_path, tiny_tokenizer, pairs, monkeypatch):
     teacher = make_cross_encoder(tiny_tokenizer, num_layers=4)
     teacher.save_pretrained(teacher_dir)
     tiny_tokenizer.save_pretrained(teacher_dir)
-    rows = [{"sentence1": a, "sentence2": b, "label": i % 2} for i, (a, b) in enumerate(pairs * 3)]
+    rows = [{"sentence1": a, "sentence2": b, "label": i % 2, "idx": i} for i, (a, b) in enumerate(pairs * 3)]  # GLUE's columns
     files = {"train": _write_jsonl(tmp_path / "train.jsonl", rows), "validation": _write_jsonl(tmp_path / "validation.jsonl", rows[:4])}
     replacements = {
         'load_dataset("nyu-mll/glue", "mrpc")': f'load_dataset("json", data_files={files!r})',
