@@ -15,9 +15,10 @@ from datasets import Dataset, concatenate_datasets, load_dataset
 
 from .origins import GOLD, ORIGIN_COLUMN, TRANSFER, check_unlabelled_by_teachers, mixed_features
 
-__all__ = ["add_transfer_pairs", "load_pairs"]
+__all__ = ["PAIR_FILE_SUFFIXES", "add_transfer_pairs", "load_pairs"]
 
 _FORMATS = {".jsonl": ("json", {}), ".json": ("json", {}), ".csv": ("csv", {}), ".tsv": ("csv", {"sep": "\t"})}
+PAIR_FILE_SUFFIXES = tuple(_FORMATS)  # the file types `load_pairs` reads
 
 
 def _format(files: Sequence[str]) -> tuple[str, dict]:

@@ -2,6 +2,7 @@
 
     hf-distill train CONFIG.yaml [--field value ...]     fine-tune (no teacher) or distil (teachers given)
     hf-distill evaluate CONFIG.yaml [--field value ...]  evaluate model_name_or_path on validation / test
+    hf-distill label CONFIG.yaml [...] --output DIR      label the training set with the teachers once, save it
     hf-distill sts-eval MODEL FILE.jsonl                  Spearman x100 of cosine similarity on an STS file
     hf-distill quickstart [--data_dir DIR] [--model M]    teacher fine-tuning + 2-layer KD student, end to end
     hf-distill export ...                                 standard formats (hf_distill.export)
@@ -22,8 +23,11 @@ One module per job, imported on first use (so `hf-distill --help` loads no torch
     splits              train / validation / test from local files or the Hub
     labels              label column, label inference (LabelInfo)
     models              teachers and the student (loaded, wrapped, or cut from a teacher)
-    train               `run`: check inputs, load data, build models, label offline, build the
-                        trainer, train, evaluate, test
+    training_set        augmented and transfer pairs join the training set; the teachers label it
+    early_stopping      early_stopping_patience: checked, completed, the metric, the callback
+    train               `run`: check inputs, load data, build models, extend and label the training
+                        set, settle the early-stopping metric, build the trainer, train, evaluate, test
+    label_command       `hf-distill label` (`label`)
     sts_command         `hf-distill sts-eval` (`sts_eval`)
     quickstart_command  `hf-distill quickstart` (`quickstart`)
     dispatch            the dispatcher (`main`): reads the command, imports only what runs it
@@ -61,6 +65,7 @@ _EXPORTS = {
     "load_teacher_model": "models",
     "TREC_FILES": "train",
     "run": "train",
+    "label": "label_command",
     "sts_eval": "sts_command",
     "DEMO_PAIRS": "quickstart_command",
     "GLUE": "quickstart_command",
@@ -88,6 +93,7 @@ __all__ = [
     "check_keys",
     "count_parameters",
     "infer_labels",
+    "label",
     "load_raw_datasets",
     "load_recipe",
     "load_teacher_model",
@@ -111,6 +117,7 @@ if TYPE_CHECKING:  # what the lazy attributes below resolve to, for type checker
     )
     from .dispatch import USAGE, main
     from .errors import ConfigError
+    from .label_command import label
     from .labels import LABEL_ALTERNATIVES, LabelInfo, infer_labels
     from .models import build_student, count_parameters, load_teacher_model
     from .quickstart_command import DEMO_PAIRS, GLUE, MINILM_HUB_ID, quickstart

@@ -7,6 +7,7 @@ Plain dataclasses, light to import; `recipes` turns a YAML file and a command li
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
@@ -167,6 +168,60 @@ class DataArguments:
             "retrieval): test_<folder>_dense_recall@100 / _mrr@10 / _ndcg@10 / _map."
         },
     )
+    # ---------------------------------------------------------------- data beyond the gold set (need teachers)
+    train_dataset_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "A training set saved by `hf-distill label` (datasets save_to_disk) instead of the recipe's train "
+            "split. Holding teacher_logits_* columns, it is used as it is: no augmentation, transfer or labelling "
+            "runs again, and no teacher runs during training unless layer losses need one."
+        },
+    )
+    augment_n: int = field(
+        default=0,
+        metadata={
+            "help": "TinyBERT-style augmentation (hf_distill.augment_pairs): up to N new pairs per training pair, "
+            "each word replaced with probability augment_p by one of augment_k candidates; the new rows have no gold "
+            "label and learn from the teachers only. 0: off. Needs teachers."
+        },
+    )
+    augment_p: float = field(default=0.4, metadata={"help": "Augmentation: probability in [0, 1] that a word is replaced."})
+    augment_k: int = field(default=15, metadata={"help": "Augmentation: candidates (>= 1) per word."})
+    augment_masked_lm: str | None = field(
+        default=None,
+        metadata={
+            "help": "Augmentation: a masked LM (Hub id or folder, AutoModelForMaskedLM) whose top augment_k words at a "
+            "masked place are the candidates. Default: the nearest neighbours in the first teacher's input embeddings."
+        },
+    )
+    augment_seed: int = field(
+        default=0,
+        metadata={"help": "Augmentation: seed (>= 0) of the draws; fixed apart from `seed`, so every run reuses one labelled set."},
+    )
+    transfer_files: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Transfer sets: JSON Lines / CSV / TSV files of unlabelled pairs (one format) that join the training "
+            "set without gold labels, for the teachers to label (hf_distill.add_transfer_pairs). Needs teachers."
+        },
+    )
+    transfer_columns: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "The transfer files' names for the two text columns, in the order of text_columns, when they differ "
+            "(e.g. 'question answer'); default: the training set's names."
+        },
+    )
+    # ---------------------------------------------------------------- stopping
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={
+            "help": "Stop when metric_for_best_model has not improved for this many evaluations and keep the best "
+            "checkpoint (transformers' EarlyStoppingCallback; load_best_model_at_end is switched on and save_strategy "
+            "follows eval_strategy). metric_for_best_model defaults to the task's main metric: accuracy "
+            "(classification), spearman (regression), rank_mrr@10 (ranking_qid_column). 0 or null: off."
+        },
+    )
 
     def __post_init__(self):
         for name in ("max_train_samples", "max_eval_samples", "max_predict_samples"):
@@ -182,8 +237,64 @@ class DataArguments:
         from .query_groups import check_group_arguments
 
         check_group_arguments(self)
-        if not (self.data_dir or self.train_file or self.validation_file or self.test_file or self.dataset_name):
+        if not (self.data_dir or self.train_file or self.validation_file or self.test_file or self.dataset_name
+                or self.train_dataset_dir):
             raise ConfigError("no data: give dataset_name (Hub) or data_dir (local train/validation/test files).")
+        self._check_data_beyond_gold()
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 0:
+            raise ConfigError(
+                f"early_stopping_patience={self.early_stopping_patience} is not valid; give a number of evaluations "
+                ">= 1 (0 or null: off)."
+            )
+
+    def _check_data_beyond_gold(self) -> None:
+        """The saved set, the augmentation settings and the transfer files, before anything is loaded."""
+        if self.train_dataset_dir:
+            _check_saved_dataset("train_dataset_dir", self.train_dataset_dir)
+        for name, value, valid, what in (
+            ("augment_n", self.augment_n, self.augment_n >= 0, "a number of new pairs per pair >= 0 (0: off)"),
+            ("augment_p", self.augment_p, 0.0 <= self.augment_p <= 1.0, "a probability in [0, 1]"),
+            ("augment_k", self.augment_k, self.augment_k >= 1, "a number of candidates >= 1"),
+            ("augment_seed", self.augment_seed, self.augment_seed >= 0, "a seed >= 0"),
+        ):
+            if not valid:
+                raise ConfigError(f"{name}={value} is not valid; give {what}.")
+        if isinstance(self.transfer_files, str):
+            self.transfer_files = [self.transfer_files]
+        if self.transfer_files:
+            _check_transfer_files(self.transfer_files)
+        if isinstance(self.transfer_columns, str):
+            self.transfer_columns = self.transfer_columns.replace(",", " ").split()
+        if self.transfer_columns is not None and len(self.transfer_columns) != 2:
+            raise ConfigError(
+                f"transfer_columns={self.transfer_columns!r} is not valid; give the transfer files' two text columns, "
+                "in the order of text_columns."
+            )
+
+
+def _check_saved_dataset(name: str, folder: str) -> None:
+    """`folder` holds one split written by `Dataset.save_to_disk` (what `hf-distill label` writes)."""
+    path = Path(folder)
+    if not (path / "state.json").is_file() or not (path / "dataset_info.json").is_file():
+        what = "it lacks state.json / dataset_info.json" if path.is_dir() else "no such folder"
+        raise ConfigError(
+            f"{name}={folder!r} is not a dataset saved with save_to_disk ({what}); "
+            "`hf-distill label RECIPE --output DIR` writes one."
+        )
+
+
+def _check_transfer_files(files: list[str]) -> None:
+    """Every transfer file exists and all share one format `load_pairs` reads."""
+    from ..transfer import PAIR_FILE_SUFFIXES
+
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        raise ConfigError(f"transfer_files: {missing[0]!r} is not a file; give files of unlabelled pairs.")
+    suffixes = sorted({Path(f).suffix.lower() for f in files})
+    if len(suffixes) != 1 or suffixes[0] not in PAIR_FILE_SUFFIXES:
+        raise ConfigError(
+            f"transfer_files={files!r} is not valid; give files of one format: {', '.join(PAIR_FILE_SUFFIXES)}."
+        )
 
 
 def parse_layer_strategy(value: Any) -> str | list[int]:

@@ -16,6 +16,9 @@ USAGE = """usage: hf-distill COMMAND ...
 commands:
   train CONFIG.yaml [--field value ...]     fine-tune (no teacher) or distil a student; see recipes/
   evaluate CONFIG.yaml [--field value ...]  evaluate model_name_or_path on the validation/test splits
+  label CONFIG.yaml [--field value ...] --output DIR
+                                            label the training set with the teachers once, save it
+                                            (then train with --train_dataset_dir DIR)
   sts-eval MODEL FILE.jsonl                 Spearman x100 of cosine similarity (sentence1, sentence2, score)
   quickstart [--data_dir DIR] [--model M]   fine-tune a teacher, distil a 2-layer student, compare them
   export ...                                write a trained student in standard formats (hf_distill.export)
@@ -40,6 +43,16 @@ def _train(rest: list[str]) -> int:
 
 def _evaluate(rest: list[str]) -> int:
     return _run_recipe("evaluate", rest)
+
+
+def _label(rest: list[str]) -> int:
+    from . import label_command
+
+    if rest and rest[0] in ("-h", "--help"):
+        print(f"{label_command.USAGE}\n\n{label_command.__doc__.strip()}")
+        return 0
+    label_command.label(rest)
+    return 0
 
 
 def _sts_eval(rest: list[str]) -> int:
@@ -75,8 +88,8 @@ def _keys(rest: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "evaluate": _evaluate, "sts-eval": _sts_eval, "quickstart": _quickstart,
-            "export": _export, "keys": _keys}
+COMMANDS = {"train": _train, "evaluate": _evaluate, "label": _label, "sts-eval": _sts_eval,
+            "quickstart": _quickstart, "export": _export, "keys": _keys}
 
 
 def _version() -> str:

@@ -19,7 +19,9 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from ..training_args import DistillationArguments
 from .arguments import DataArguments, ModelArguments
+from .early_stopping import early_stopping_settings
 from .errors import ConfigError
+from .training_set import check_needs_teachers
 
 
 class _Parser(HfArgumentParser):
@@ -135,18 +137,33 @@ def _to_argv(settings: dict[str, Any], parser: _Parser) -> list[str]:
 
 
 def parse_settings(settings: dict[str, Any], where: str = "the settings"):
-    """(ModelArguments, DataArguments, DistillationArguments) from a flat mapping of field values."""
+    """(ModelArguments, DataArguments, DistillationArguments) from a flat mapping of field values,
+    checked across the three (data beyond the gold set needs teachers; early stopping's evaluations,
+    checkpoints and best model) and completed for early stopping."""
     check_keys(settings, where)
+    given = {key: value for key, value in settings.items() if not _is_null(value)}
+    # with early stopping, transformers' own (several-line) strategy checks wait for ours
+    first = {**settings, "load_best_model_at_end": False} if "early_stopping_patience" in given else settings
+    model_args, data_args, training_args = _parse(first)
+    check_needs_teachers(model_args, data_args)
+    extra = early_stopping_settings(given, data_args, training_args)
+    if extra:
+        model_args, data_args, training_args = _parse({**settings, **extra})
+        if "metric_for_best_model" not in given:  # `run` picks the task's main metric once the labels are known
+            training_args.metric_for_best_model = None
+            if "greater_is_better" not in given:
+                training_args.greater_is_better = None
+    return model_args, data_args, training_args
+
+
+def _parse(settings: dict[str, Any]):
     parser = _Parser()
     try:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(
-            args=_to_argv(settings, parser), look_for_args_file=False
-        )
+        return parser.parse_args_into_dataclasses(args=_to_argv(settings, parser), look_for_args_file=False)
     except ConfigError:
         raise
     except ValueError as error:  # the dataclasses' own checks (__post_init__)
         raise ConfigError(str(error)) from error
-    return model_args, data_args, training_args
 
 
 def parse_train_config(argv: list[str]):

@@ -40,8 +40,9 @@ def _split_files(data_args: DataArguments) -> dict[str, str]:
 
 
 def load_raw_datasets(data_args: DataArguments, cache_dir: str | None = None):
-    """A DatasetDict with train / validation / test (those that exist), from local files or the Hub."""
-    from datasets import DatasetDict, load_dataset
+    """A DatasetDict with train / validation / test (those that exist), from local files or the Hub;
+    the training split from train_dataset_dir when one is given."""
+    from datasets import DatasetDict, load_dataset, load_from_disk
 
     files = _split_files(data_args)
     if files:
@@ -52,12 +53,17 @@ def load_raw_datasets(data_args: DataArguments, cache_dir: str | None = None):
             splits[split] = load_dataset(
                 FILE_BUILDERS[suffix], data_files={split: path}, split=split, cache_dir=cache_dir, **extra
             )
-        return DatasetDict(splits)
-    raw = load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir)
-    if "validation" not in raw:  # e.g. MNLI: validation_matched
-        alternative = next((s for s in raw if s.startswith("validation") or s == "dev"), None)
-        if alternative:
-            raw["validation"] = raw[alternative]
+        raw = DatasetDict(splits)
+    elif data_args.dataset_name:
+        raw = load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir)
+        if "validation" not in raw:  # e.g. MNLI: validation_matched
+            alternative = next((s for s in raw if s.startswith("validation") or s == "dev"), None)
+            if alternative:
+                raw["validation"] = raw[alternative]
+    else:
+        raw = DatasetDict()
+    if data_args.train_dataset_dir:
+        raw["train"] = load_from_disk(data_args.train_dataset_dir)
     return raw
 
 

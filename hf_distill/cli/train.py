@@ -1,8 +1,9 @@
 """`hf-distill train` / `evaluate`: the pipeline, one named step after another.
 
-`run` checks the inputs, loads the data, builds the models, labels the training set offline
-when asked, builds the trainer, then trains, evaluates and tests. Every step uses only `Trainer`
-machinery, so the pipeline runs unchanged under `torchrun` / `accelerate launch`.
+`run` checks the inputs, loads the data, builds the models, extends the training set (augmented and
+transfer pairs) and labels it with the teachers when asked, settles the early-stopping metric, builds
+the trainer, then trains, evaluates and tests. Every step uses only `Trainer` machinery, so the
+pipeline runs unchanged under `torchrun` / `accelerate launch`.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .arguments import DataArguments, ModelArguments
+from .early_stopping import early_stopping_callbacks, settle_best_metric
 from .errors import ConfigError
 from .labels import find_label_column, is_labelled, labels_for
 from .models import build_student, check_head, count_parameters, load_teacher_model
 from .query_groups import group_training_set, retrieval_evaluators
 from .splits import load_raw_datasets, trim_splits
+from .training_set import extend_training_set, label_training_set
 
 if TYPE_CHECKING:
     from ..training_args import DistillationArguments
@@ -44,23 +47,27 @@ def run(
     """Train (or only evaluate) as the three dataclasses say; returns every metric (also in all_results.json)."""
     from transformers import set_seed
 
-    _setup_logging(training_args)
+    setup_logging(training_args)
     set_seed(training_args.seed)
     check_inputs(data_args)
     splits = load_data(model_args, data_args, training_args, do_train)
+    validation = _labelled(splits.validation, training_args.label_column)
+    settle_best_metric(data_args, training_args, validation, model_args.num_labels, do_train)
     student, teachers = build_models(model_args, splits, training_args.label_column, do_train)
-    splits.train, teachers = label_offline(splits.train, teachers, splits.text_columns, data_args, training_args)
+    if do_train:
+        splits.train = extend_training_set(splits.train, teachers, splits.text_columns, data_args, training_args)
+    splits.train, teachers = label_training_set(splits.train, teachers, splits.text_columns, data_args, training_args)
     splits.train, teachers, collator = group_training_set(splits, student, teachers, data_args, training_args)
     trainer = build_trainer(student, teachers, splits, data_args, training_args, do_train, collator)
     results: dict[str, Any] = {}
     if do_train:
         results.update(train_model(trainer, splits.train, student))
-    results.update(evaluate_validation(trainer, _labelled(splits.validation, training_args.label_column)))
+    results.update(evaluate_validation(trainer, validation))
     results.update(evaluate_test(trainer, splits, data_args, student))
     return results
 
 
-def _setup_logging(training_args) -> None:
+def setup_logging(training_args) -> None:
     import datasets
     import transformers
 
@@ -115,13 +122,23 @@ def load_data(model_args: ModelArguments, data_args: DataArguments, training_arg
     return Splits(train, validation, test, text_columns)
 
 
-def build_models(model_args: ModelArguments, splits: Splits, label_column: str, do_train: bool):
-    """(student, teachers): the teachers (training only), checked against the labels, and the student."""
+def load_teachers(model_args: ModelArguments, splits: Splits, label_column: str):
+    """(teachers, labels): the teachers, each checked against the head the data's labels need."""
     paths = model_args.teacher_name_or_path or []
-    teachers = [load_teacher_model(path, model_args) for path in paths] if do_train else []
+    teachers = [load_teacher_model(path, model_args) for path in paths]
     labels = labels_for([splits.train, splits.validation, splits.test], label_column, model_args.num_labels, teachers)
     for index, teacher in enumerate(teachers):
         check_head(teacher, labels, f"teacher_name_or_path[{index}]={paths[index]!r}")
+    return teachers, labels
+
+
+def build_models(model_args: ModelArguments, splits: Splits, label_column: str, do_train: bool):
+    """(student, teachers): the teachers (training only), checked against the labels, and the student."""
+    if do_train:
+        teachers, labels = load_teachers(model_args, splits, label_column)
+    else:
+        teachers = []
+        labels = labels_for([splits.train, splits.validation, splits.test], label_column, model_args.num_labels, [])
     student = build_student(model_args, labels, teachers, do_train)
     logger.info(
         "student: %s, %d layers, %.1fM parameters; teachers: %s",
@@ -129,23 +146,6 @@ def build_models(model_args: ModelArguments, splits: Splits, label_column: str, 
         model_args.teacher_name_or_path or "none (plain fine-tuning)",
     )
     return student, teachers
-
-
-def label_offline(train, teachers: list, text_columns: list[str], data_args: DataArguments, training_args):
-    """(train, online teachers): with precompute_teacher_logits, each teacher labels the training set once
-    (a `teacher_logits_{k}` column, cached) and no teacher runs during training."""
-    if not teachers or not data_args.precompute_teacher_logits:
-        return train, teachers
-    from ..batch_keys import logits_column
-    from ..teachers import add_teacher_logits
-
-    with training_args.main_process_first(desc="teacher logits"):
-        for index, teacher in enumerate(teachers):
-            train = add_teacher_logits(
-                train, teacher, text_columns, column=logits_column(index), batch_size=data_args.teacher_batch_size,
-                max_length=training_args.max_length, device=training_args.device,
-            )
-    return train, []
 
 
 def build_trainer(student, teachers: list, splits: Splits, data_args: DataArguments, training_args, do_train: bool,
@@ -164,6 +164,7 @@ def build_trainer(student, teachers: list, splits: Splits, data_args: DataArgume
         args=training_args,
         teachers=teachers or None,
         data_collator=data_collator,
+        callbacks=early_stopping_callbacks(data_args) if do_train else None,
         train_dataset=dataset,
         eval_dataset=_labelled(splits.validation, label_column),
         compute_metrics=compute_metrics_for(student.config.num_labels) if student.config.num_labels else None,
