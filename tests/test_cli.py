@@ -417,6 +417,7 @@ def test_export_command_calls_hf_distill_export_or_says_it_is_missing(monkeypatc
     import types
 
     monkeypatch.setitem(sys.modules, "hf_distill.export", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "hf_distill.export.cli", None)  # (an earlier test may have imported it)
     assert main(["export", "out"]) == 2
     assert capsys.readouterr().err.strip() == "export needs hf_distill.export (not installed)"
 
