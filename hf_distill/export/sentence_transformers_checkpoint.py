@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..modeling import SiameseModel
 from ..modeling.modeling_common import drop_local_path
+from .errors import ExportError
 from .student import max_sequence_length
 
 __all__ = ["POOLING_FLAGS", "dropped_head", "save_sentence_transformer"]
@@ -57,6 +58,12 @@ def dropped_head(student: SiameseModel) -> str | None:
 
 def save_sentence_transformer(student: SiameseModel, out_dir: str | Path, normalize: bool = False) -> None:
     """Write the student as a sentence-transformers model folder (loadable without hf_distill)."""
+    if getattr(student, "output_projection", None) is not None:
+        raise ExportError(
+            f"the student has an output layer (output_dim={student.config.output_dim}, a distillation projection it "
+            "kept), which the sentence-transformers layout written here does not carry; valid: a Siamese student "
+            "without output_dim (train with the projection dropped)."
+        )
     out = Path(out_dir)
     drop_local_path(student.backbone.config)
     student.backbone.save_pretrained(out)

@@ -141,3 +141,17 @@ def test_no_absolute_path_in_any_written_text(regression_export, classification_
                 text = path.read_text(encoding="utf-8")
                 assert str(root) not in text and "/tmp/" not in text, path
         assert "auto_map" not in (result.path / "config.json").read_text()
+
+
+def test_a_student_with_a_kept_output_layer_is_refused_not_silently_cut(tmp_path, tiny_tokenizer):
+    from hf_distill.export.errors import ExportError
+    from hf_distill.export.sentence_transformers_checkpoint import save_sentence_transformer
+    from tests.conftest import make_siamese
+
+    student = make_siamese(tiny_tokenizer, head="cosine", num_labels=1)
+    import torch
+
+    student.add_output_layer(torch.nn.Linear(student.config.encoder.hidden_size, 8))
+    with pytest.raises(ExportError, match=r"output layer \(output_dim=8"):
+        save_sentence_transformer(student, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
