@@ -10,12 +10,10 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from render import mean_std
+
 ARM_ORDER = ("no KD", "KD", "KD + aug", "layer + aug")
 METRIC_NAMES = {"f1": "F1", "spearman": "Spearman", "accuracy": "accuracy"}
-
-
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def cells(rows: list[dict]) -> dict:
@@ -47,7 +45,7 @@ def table(rows: list[dict]) -> str:
                 runs = grouped.get((task, layers, arm))
                 if not runs:
                     continue
-                mean, std = _mean_std([r["value"] for r in runs])
+                mean, std = mean_std([r["value"] for r in runs])
                 teacher = statistics.fmean(r["teacher_value"] for r in runs)
                 share = 100 * mean / teacher if teacher else float("nan")
                 speed = statistics.fmean(r["speed_up"] for r in runs)

@@ -8,14 +8,12 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from render_ranking import quality_cell
+
 # (key in a row, column title): the three collections every model is scored on, x100
 QUALITY = (("wikiqa_test_mrr@10", "WikiQA MRR@10"), ("trecqa_test_mrr@10", "TrecQA MRR@10"), ("dl19_ndcg@10", "DL19 NDCG@10"))
 DENSE = (("dl19_dense_recall@100", "DL19 dense R@100"), ("dl19_dense_ndcg@10", "DL19 dense NDCG@10"))
 GROUPED = ("Margin-MSE", "listwise KL")
-
-
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def cells(rows: list[dict]) -> dict[str, list[dict]]:
@@ -38,14 +36,6 @@ def overall(runs: list[dict]) -> float | None:
     return statistics.fmean(parts) if all(p is not None for p in parts) else None
 
 
-def _cell(runs: list[dict], key: str) -> str:
-    values = [100 * r[key] for r in runs if key in r]
-    if not values:
-        return "–"
-    mean, std = _mean_std(values)
-    return f"{mean:.2f} ± {std:.2f}" if len(values) > 1 else f"{mean:.2f}"
-
-
 def table(rows: list[dict]) -> list[str]:
     teacher = next((runs for runs in cells(rows).values() if runs[0]["kind"] == "teacher"), None)
     lines = [
@@ -58,10 +48,10 @@ def table(rows: list[dict]) -> list[str]:
     for name, runs in cells(rows).items():
         mean = overall(runs)
         speeds = [r["speed_up"] for r in runs if "speed_up" in r]
-        cells_ = [name, str(len(runs)), *(_cell(runs, k) for k, _ in QUALITY),
+        cells_ = [name, str(len(runs)), *(quality_cell(runs, k) for k, _ in QUALITY),
                   f"{mean:.2f}" if mean is not None else "–",
                   f"{100 * mean / reference:.1f}%" if mean is not None and reference else "–",
-                  *(_cell(runs, k) for k, _ in DENSE), f"{statistics.fmean(speeds):.2f}x" if speeds else "–"]
+                  *(quality_cell(runs, k) for k, _ in DENSE), f"{statistics.fmean(speeds):.2f}x" if speeds else "–"]
         lines.append("| " + " | ".join(cells_) + " |")
     return lines
 
