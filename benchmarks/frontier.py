@@ -227,7 +227,7 @@ def run(opts) -> None:
         data, teacher, digest, teacher_value, sets = loaded[task]
         result = train_arm(task, arm, layers, seed, teacher, sets, data, opts)
         row = dict(task=task, metric=TASKS[task][4], student_layers=layers, arm=arm, seed=seed, teacher_value=teacher_value,
-                   teacher_sha256=digest, augment_n=augment_n(opts, task), machine=machine(), **result)
+                   teacher_sha256=digest, augment_n=augment_n(opts, task), augment_change="one", machine=machine(), **result)
         append_row(row, command, opts.results)
         share = 100 * row["value"] / teacher_value if teacher_value else float("nan")
         print(f"[{task}] L{layers} {arm} seed {seed}: {row['value']:.2f} ({share:.1f}% of {teacher_value:.2f}), "

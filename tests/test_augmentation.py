@@ -74,16 +74,26 @@ def test_replace_words_with_p_one_takes_the_only_candidate_and_keeps_the_rest():
 def test_augment_pairs_hand_checked_with_p_one_and_k_one(tiny_tokenizer):
     data = gold_set(2)
     out = augment_pairs(data, COLUMNS, tiny_tokenizer, embeddings=crafted_embeddings(), n=5, p=1.0, k=1, seed=0)
-    # every draw is the same replacement: one new pair per pair (duplicates dropped)
+    # TinyBERT: draw i changes text i mod 2, the other stays; every draw of a text is the same replacement,
+    # so each pair yields two new pairs (one per text; duplicates dropped)
     assert out.features["label"] == data.features["label"] and out.features["origin"] == Value("string")
     rows = out.to_list()
     assert rows[0] == {**data[0], "origin": "gold"}
-    assert rows[1] == {"sentence1": "A woman sings the PIANO.", "sentence2": "the cat kicks in the street", "label": None,
+    assert rows[1] == {"sentence1": "A woman sings the PIANO.", "sentence2": "the dog runs in the park", "label": None,
                        "origin": "augmented"}
-    assert rows[2] == {**data[1], "origin": "gold"}
-    assert rows[3] == {"sentence1": "person plays", "sentence2": "it is a happy night", "label": None, "origin": "augmented"}
-    assert len(rows) == 4
+    assert rows[2] == {"sentence1": "A man plays the GUITAR.", "sentence2": "the cat kicks in the street", "label": None,
+                       "origin": "augmented"}
+    assert rows[3] == {**data[1], "origin": "gold"}
+    assert rows[4] == {"sentence1": "person plays", "sentence2": "it is a sunny day", "label": None, "origin": "augmented"}
+    assert rows[5] == {"sentence1": "someone sings", "sentence2": "it is a happy night", "label": None, "origin": "augmented"}
+    assert len(rows) == 6
     assert len(augment_pairs(data, COLUMNS, tiny_tokenizer, embeddings=crafted_embeddings(), p=0.0)) == 2  # p = 0: nothing new
+    # change "all": both texts in every draw, one new pair per pair
+    both = augment_pairs(data, COLUMNS, tiny_tokenizer, embeddings=crafted_embeddings(), n=5, p=1.0, k=1, change="all").to_list()
+    assert both[1] == {"sentence1": "A woman sings the PIANO.", "sentence2": "the cat kicks in the street", "label": None,
+                       "origin": "augmented"}
+    assert both[3] == {"sentence1": "person plays", "sentence2": "it is a happy night", "label": None, "origin": "augmented"}
+    assert len(both) == 4
 
 
 def test_augment_pairs_is_deterministic_per_seed_and_fingerprinted_on_every_setting(tiny_tokenizer):
@@ -95,7 +105,7 @@ def test_augment_pairs_is_deterministic_per_seed_and_fingerprinted_on_every_sett
     origins = base["origin"]
     assert origins.count("gold") == 4 and 4 < len(base) <= 4 + 4 * 8
     assert all((label is None) == (origin == "augmented") for label, origin in zip(base["label"], origins))
-    changes = [{"seed": 1}, {"p": 0.6}, {"k": 5}, {"n": 9}]
+    changes = [{"seed": 1}, {"p": 0.6}, {"k": 5}, {"n": 9}, {"change": "all"}]
     for change in changes:
         other = augment_pairs(data, COLUMNS, tiny_tokenizer, embeddings=teacher, **{**settings, **change})
         assert other._fingerprint != base._fingerprint, change
@@ -146,7 +156,8 @@ def test_masked_lm_candidates_hand_checked(tiny_tokenizer):
     best = [TINY_VOCAB[i] for i in ids[scores[ids].argsort(descending=True).numpy()]][:2]
     assert spans[1][1] == best
     out = augment_pairs(gold_set(2).select([1]), COLUMNS, masked_lm=model, tokenizer=tiny_tokenizer, n=3, p=1.0, k=1)
-    assert out[1]["sentence1"] == "piano piano" and out[1]["sentence2"] == "it is a piano piano"
+    assert [(row["sentence1"], row["sentence2"]) for row in out.to_list()[1:]] == [
+        ("piano piano", "it is a sunny day"), ("someone sings", "it is a piano piano")]
 
 
 def test_augment_pairs_refuses_bad_arguments_with_one_clear_line(tiny_tokenizer):
@@ -155,6 +166,7 @@ def test_augment_pairs_refuses_bad_arguments_with_one_clear_line(tiny_tokenizer)
     cases = [
         (dict(embeddings=emb, p=1.5), r"p=1.5 is not valid"),
         (dict(embeddings=emb, n=0), r"n=0 is not valid"),
+        (dict(embeddings=emb, change="both"), r"change='both' is not valid; give one of \['one', 'all'\]"),
         (dict(), r"give exactly one candidate source"),
         (dict(embeddings=emb, masked_lm="x"), r"give exactly one candidate source"),
         (dict(embeddings=torch.zeros(3, 4)), r"embeddings has 3 rows but the tokenizer has"),
@@ -191,8 +203,8 @@ def test_transfer_pairs_are_renamed_unlabelled_and_appended(tmp_path, tiny_token
     # after augmentation: each row keeps its origin
     augmented = augment_pairs(data, COLUMNS, tiny_tokenizer, embeddings=crafted_embeddings(), n=2, p=1.0, k=1)
     mixed = add_transfer_pairs(augmented, csv, COLUMNS, ["q", "p"])
-    assert mixed["origin"] == ["gold", "augmented", "gold", "augmented", "transfer"]
-    assert mixed["label"] == [0, None, 1, None, None]
+    assert mixed["origin"] == ["gold", "augmented", "augmented", "gold", "augmented", "augmented", "transfer"]
+    assert mixed["label"] == [0, None, None, 1, None, None, None]
 
 
 def test_transfer_pairs_refuse_bad_files_and_columns(tmp_path):

@@ -194,6 +194,13 @@ class DataArguments:
             "masked place are the candidates. Default: the nearest neighbours in the first teacher's input embeddings."
         },
     )
+    augment_change: str = field(
+        default="one",
+        metadata={
+            "help": "Augmentation: 'one' (TinyBERT: each new pair changes one of its two texts, alternating) or 'all' "
+            "(every text of the pair in each new pair)."
+        },
+    )
     augment_seed: int = field(
         default=0,
         metadata={"help": "Augmentation: seed (>= 0) of the draws; fixed apart from `seed`, so every run reuses one labelled set."},
@@ -256,6 +263,7 @@ class DataArguments:
             ("augment_p", self.augment_p, 0.0 <= self.augment_p <= 1.0, "a probability in [0, 1]"),
             ("augment_k", self.augment_k, self.augment_k >= 1, "a number of candidates >= 1"),
             ("augment_seed", self.augment_seed, self.augment_seed >= 0, "a seed >= 0"),
+            ("augment_change", repr(self.augment_change), self.augment_change in ("one", "all"), "'one' or 'all'"),
         ):
             if not valid:
                 raise ConfigError(f"{name}={value} is not valid; give {what}.")

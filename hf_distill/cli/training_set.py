@@ -70,7 +70,7 @@ def _augment(train, teacher, text_columns: list[str], data_args: DataArguments, 
     tokenizer = None if data_args.augment_masked_lm else teacher.tokenizer
     return augment_pairs(
         train, text_columns, tokenizer, n=data_args.augment_n, p=data_args.augment_p, k=data_args.augment_k,
-        seed=data_args.augment_seed, label_column=training_args.label_column, **source,
+        seed=data_args.augment_seed, change=data_args.augment_change, label_column=training_args.label_column, **source,
     )
 
 

@@ -22,7 +22,7 @@ def test_quickstart_compares_the_kd_student_on_augmented_pairs_with_the_no_kd_st
     monkeypatch.setitem(quickstart_command.SPEED_SETTINGS, "max_pairs", 16)
     summary = quickstart_command.quickstart([
         "--model", str(backbone), "--output_dir", str(tmp_path), "--max_train_samples", "16", "--max_eval_samples", "16",
-        "--teacher_epochs", "1", "--student_steps", "2", "--augment_n", "2", "--student_layers", "1",
+        "--teacher_epochs", "1", "--student_steps", "2", "--augment_n", "2", "--augment_p", "0.5", "--student_layers", "1",
     ])
     assert [row["model"] for row in summary["models"]] == ["teacher", "student, no KD", "student, KD + augmentation"]
     assert [row["layers"] for row in summary["models"]] == [2, 1, 1]
