@@ -4,7 +4,9 @@ The student learns from the teacher on the training pairs plus TinyBERT-style au
 (`augment_n` per pair, labelled by the teacher once); the same student trained on the gold labels
 alone, for as many steps, shows what distillation buys. The data is `--data_dir`, else the Hub
 dataset (GLUE MRPC), else the demo set embedded in the package (`hf_distill/demo/demo_pairs.jsonl`,
-labels named `different` / `paraphrase`), so the command also runs offline.
+labels named `different` / `paraphrase`), so the command also runs offline: HF_HUB_OFFLINE, else one
+request with a short timeout, says whether the Hub is there (hub_access), and one line says why not.
+Each training and the labelling show a progress bar with its ETA, and the loss every LOG_EVERY steps.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .hub_access import hub_offline, hub_problem, work_offline
 from .models import count_parameters
 from .recipes import parse_settings
 from .splits import load_raw_datasets
@@ -34,6 +37,7 @@ SPEED_SETTINGS = dict(batch_size=32, max_length=128, min_seconds=3.0, max_pairs=
 STUDENT_STEPS = 180
 AUGMENT_N = 2
 AUGMENT_P = 0.1
+LOG_EVERY = 20  # steps between loss lines, under the progress bars (steps done, elapsed, ETA)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,7 +72,7 @@ def quickstart(argv: list[str]) -> dict[str, Any]:
     out = Path(args.output_dir)
     model = args.model or _default_model()
     started = time.perf_counter()
-    data, data_description = _quickstart_data(args)
+    data, data_description = _quickstart_data(args, model, _hub_state(args, model))
     print(f"[quickstart] data: {data_description}", flush=True)
     print(f"[quickstart] teacher backbone: {model}", flush=True)
     results = _train_teacher_and_student(args, model, data, out)
@@ -102,27 +106,46 @@ def _demo_data(folder: Path) -> Path:
     return folder
 
 
-def _quickstart_data(args) -> tuple[dict[str, Any], str]:
-    """Data settings and a description: --data_dir, else the Hub dataset, else the embedded demo set."""
+def _hub_state(args, model: str) -> str | None:
+    """Why the Hub is not used ("off (...)" or "unreachable (...)"), or None when it is; asked once, and only
+    when the data or the model would come from it. No answer to one short request turns the process offline,
+    so no later load retries for half a minute."""
+    if args.data_dir and Path(model).exists():
+        return None
+    if hub_offline():
+        return "off (HF_HUB_OFFLINE is set)"
+    problem = hub_problem()
+    if problem is None:
+        return None
+    work_offline()
+    return f"unreachable ({problem})"
+
+
+def _quickstart_data(args, model: str, hub: str | None) -> tuple[dict[str, Any], str]:
+    """Data settings and a description: --data_dir, else the Hub dataset (from the local cache when the Hub
+    is off), else the embedded demo set; one line says why the Hub dataset is not used."""
     if args.data_dir:
+        if hub:
+            print(f"[quickstart] the Hugging Face Hub is {hub}; {model} loads from the local cache", flush=True)
         return {"data_dir": args.data_dir}, f"local files in {args.data_dir} (--data_dir)"
+    named = f"{args.dataset_name} ({args.dataset_config_name})"
     try:
         from datasets import load_dataset
 
         load_dataset(args.dataset_name, args.dataset_config_name, cache_dir=args.cache_dir)
-        return (
-            {"dataset_name": args.dataset_name, "dataset_config_name": args.dataset_config_name},
-            f"the Hub dataset {args.dataset_name} ({args.dataset_config_name})",
-        )
-    except Exception as error:  # offline (HF_HUB_OFFLINE=1), no connection, no cache
-        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+    except Exception as error:  # not in the cache (offline), no such dataset
+        if hub:
+            why = f"the Hugging Face Hub is {hub} and {named} is not in the local cache"
+        else:
+            reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
+            why = f"{named} could not be loaded from the Hugging Face Hub ({type(error).__name__}: {reason})"
+        print(f"[quickstart] {why}; using the embedded demo set", flush=True)
         folder = _demo_data(Path(args.output_dir) / "demo_data")
-        return (
-            {"data_dir": str(folder)},
-            f"the embedded demo set hf_distill/demo/demo_pairs.jsonl ({sum(1 for _ in DEMO_PAIRS.open())} synthetic "
-            f"paraphrase pairs, Apache-2.0), because the Hub dataset {args.dataset_name}/{args.dataset_config_name} "
-            f"could not be loaded ({type(error).__name__}: {reason})",
-        )
+        pairs = sum(1 for _ in DEMO_PAIRS.open())
+        return ({"data_dir": str(folder)},
+                f"the embedded demo set hf_distill/demo/demo_pairs.jsonl ({pairs} synthetic paraphrase pairs, Apache-2.0)")
+    source = f"the local cache (the Hugging Face Hub is {hub})" if hub else "the Hugging Face Hub"
+    return {"dataset_name": args.dataset_name, "dataset_config_name": args.dataset_config_name}, f"{named} from {source}"
 
 
 def _train_teacher_and_student(args, model: str, data: dict[str, Any], out: Path) -> dict[str, tuple[Path, dict]]:
@@ -133,8 +156,9 @@ def _train_teacher_and_student(args, model: str, data: dict[str, Any], out: Path
     common = dict(
         data, max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples,
         cache_dir=args.cache_dir, per_device_train_batch_size=16, per_device_eval_batch_size=64, max_length=128,
-        weight_decay=0.01, warmup_steps=0.1, logging_strategy="epoch", eval_strategy="no", save_strategy="no",
-        report_to="none", disable_tqdm=True, dataloader_pin_memory=torch.cuda.is_available(), seed=args.seed,
+        weight_decay=0.01, warmup_steps=0.1, eval_strategy="no", save_strategy="no", report_to="none",
+        disable_tqdm=False, logging_strategy="steps", logging_steps=LOG_EVERY, logging_first_step=True,
+        dataloader_pin_memory=torch.cuda.is_available(), seed=args.seed,
     )
     teacher_dir, student_dir, plain_dir = out / "teacher", out / "student", out / "student_no_kd"
     print(f"[quickstart] 1/4 fine-tuning the teacher ({args.teacher_epochs:g} epochs) -> {teacher_dir}", flush=True)

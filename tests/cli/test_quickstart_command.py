@@ -1,9 +1,13 @@
 """`hf-distill quickstart` (hf_distill/cli/quickstart_command.py) on the embedded demo set with a tiny backbone:
-the teacher, the KD student on augmented pairs and the no-KD student; named labels; the comparison."""
+the teacher, the KD student on augmented pairs and the no-KD student; named labels; the comparison; progress
+bars; one line, and no retries, when the Hub is off (HF_HUB_OFFLINE) or unreachable (hf_distill/cli/hub_access.py)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
+import time
 
 from transformers import AutoModel, BertModel
 
@@ -12,8 +16,10 @@ from .conftest import results
 
 
 def test_quickstart_compares_the_kd_student_on_augmented_pairs_with_the_no_kd_student(tiny_tokenizer, tmp_path, capsys,
-                                                                                        monkeypatch):
+                                                                                        monkeypatch, caplog):
     from hf_distill.cli import quickstart_command
+
+    caplog.set_level(logging.INFO)  # conftest sets HF_HUB_OFFLINE=1: the Hub is off
 
     backbone = tmp_path / "backbone"  # 128 positions: the quickstart reads 128 tokens
     BertModel(make_bert_config(2, max_position_embeddings=128), add_pooling_layer=True).save_pretrained(backbone)
@@ -34,5 +40,49 @@ def test_quickstart_compares_the_kd_student_on_augmented_pairs_with_the_no_kd_st
         assert AutoModel.from_pretrained(tmp_path / folder).config.id2label == {0: "different", 1: "paraphrase"}
     history = json.loads((tmp_path / "student" / "trainer_state.json").read_text())["log_history"]
     assert any("soft" in entry for entry in history)
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "student, KD + augmentation" in printed and "points over the same student without KD" in printed
+    everything = "\n".join([captured.out, captured.err, caplog.text]).replace("\r", "\n")
+    hub_lines = [line for line in everything.splitlines() if "hub" in line.lower()]
+    assert hub_lines == ["[quickstart] the Hugging Face Hub is off (HF_HUB_OFFLINE is set) and nyu-mll/glue (mrpc) "
+                         "is not in the local cache; using the embedded demo set"]
+    assert "retrying" not in everything.lower()
+    assert "1/1" in captured.err and "2/2" in captured.err  # the progress bars (teacher: 1 epoch of 1 step; students)
+
+
+def test_the_hub_probe_answers_false_at_once_for_an_endpoint_that_refuses(monkeypatch):
+    from hf_distill.cli.hub_access import hub_problem, hub_reachable
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    started = time.perf_counter()
+    assert hub_reachable(timeout=3.0) is False
+    assert time.perf_counter() - started < 5
+    assert hub_problem(timeout=3.0).startswith("http://127.0.0.1:9: ")
+
+
+def test_an_unreachable_hub_turns_the_process_offline_with_one_line(monkeypatch, tmp_path, capsys):
+    import datasets
+    from huggingface_hub import constants
+
+    from hf_distill.cli import quickstart_command
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")  # restored (removed) after the test
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    args = argparse.Namespace(data_dir=None, output_dir=str(tmp_path), dataset_name="nyu-mll/glue",
+                              dataset_config_name="mrpc", cache_dir=str(tmp_path / "cache"))
+    started = time.perf_counter()
+    hub = quickstart_command._hub_state(args, "sentence-transformers/all-MiniLM-L6-v2")
+    data, description = quickstart_command._quickstart_data(args, "sentence-transformers/all-MiniLM-L6-v2", hub)
+    assert time.perf_counter() - started < 10  # no "Retrying in 8s"
+    assert constants.HF_HUB_OFFLINE and datasets.config.HF_HUB_OFFLINE and datasets.config.HF_DATASETS_OFFLINE
+    assert data == {"data_dir": str(tmp_path / "demo_data")} and description.startswith("the embedded demo set")
+    captured = capsys.readouterr()
+    [line] = captured.out.splitlines()
+    assert line.startswith("[quickstart] the Hugging Face Hub is unreachable (http://127.0.0.1:9: ")  # refused
+    assert line.endswith(") and nyu-mll/glue (mrpc) is not in the local cache; using the embedded demo set")
+    assert "retrying" not in (captured.out + captured.err).lower()
