@@ -30,8 +30,8 @@ class ModelArguments:
     teacher_name_or_path: list[str] | None = field(
         default=None,
         metadata={
-            "help": "One or several fine-tuned teachers (saved hf_distill cross-encoders: Hub ids or folders). "
-            "None: plain fine-tuning (the teacher recipes)."
+            "help": "One or several fine-tuned teachers (saved hf_distill cross-encoders: Hub ids or folders, or PEFT "
+            "adapter folders on one, loaded onto its base model). None: plain fine-tuning (the teacher recipes)."
         },
     )
     student_type: str = field(default="cross_encoder", metadata={"help": "Student family: 'cross_encoder' or 'siamese'."})
@@ -69,6 +69,26 @@ class ModelArguments:
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow models whose code lives in their Hub repository."}
     )
+    # ---------------------------------------------------------------- LoRA (cli/lora.py; TRL's names)
+    lora_r: int | None = field(
+        default=None,
+        metadata={
+            "help": "Train LoRA adapters of this rank (>= 1) on the student instead of all its weights; its head "
+            "(outside the backbone) is trained fully. The final save merges them (merge_adapters_on_save defaults to "
+            "true with LoRA: output_dir loads with AutoModel.from_pretrained). 0 or null: no LoRA."
+        },
+    )
+    lora_alpha: float | None = field(
+        default=None, metadata={"help": "LoRA scaling numerator (> 0): updates scale by lora_alpha / lora_r. Null: 2 x lora_r."}
+    )
+    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout in [0, 1) on the LoRA inputs."})
+    lora_target_modules: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Student modules that get adapters, by name (e.g. query value key dense). Null: the backbone's "
+            "attention query/value projections (query value for BERT/MiniLM, q v for MPNet)."
+        },
+    )
 
     def __post_init__(self):
         if isinstance(self.teacher_name_or_path, str):
@@ -82,6 +102,9 @@ class ModelArguments:
                 f"num_student_layers={self.num_student_layers} is not valid; give a positive number of layers."
             )
         self.layer_strategy = parse_layer_strategy(self.layer_strategy)
+        from .lora import check_lora_arguments
+
+        check_lora_arguments(self)
         if not self.model_name_or_path and not (self.teacher_name_or_path and self.num_student_layers):
             raise ConfigError(
                 "model_name_or_path is missing: give the model to train, or teacher_name_or_path plus "

@@ -8,6 +8,7 @@ from typing import Any
 from .arguments import ModelArguments
 from .errors import ConfigError
 from .labels import LabelInfo
+from .lora import plain_teacher
 
 
 def _load_kwargs(model_args: ModelArguments) -> dict[str, Any]:
@@ -29,12 +30,16 @@ def saved_model_type(path: str, kwargs: dict[str, Any]) -> str | None:
 
 
 def load_teacher_model(path: str, model_args: ModelArguments):
-    """A fine-tuned hf_distill teacher (cross-encoder, or Siamese) with its tokenizer."""
+    """A fine-tuned hf_distill teacher (cross-encoder, or Siamese) with its tokenizer, or a PEFT adapter on one."""
     from transformers import AutoModel
 
     from ..modeling import CrossEncoderConfig, SiameseConfig
+    from .lora import adapter_config_file, load_lora_teacher
 
     kwargs = _load_kwargs(model_args)
+    adapter = adapter_config_file(path, kwargs)
+    if adapter:
+        return load_lora_teacher(path, adapter, lambda base: load_teacher_model(base, model_args))
     if saved_model_type(path, kwargs) not in (CrossEncoderConfig.model_type, SiameseConfig.model_type):
         raise ConfigError(
             f"teacher_name_or_path={path!r} is not a fine-tuned hf_distill model (its config has no hf_distill "
@@ -67,7 +72,7 @@ def _cross_encoder_student(model_args, path, saved_type, head, kwargs, teachers,
     elif path:
         source = CrossEncoderModel.from_backbone(path, **head, **kwargs)
     else:
-        source = teachers[0]
+        source = plain_teacher(teachers[0])
         if not isinstance(source, CrossEncoderModel):
             raise ConfigError("a cross-encoder student is cut from a cross-encoder teacher; the first teacher is not one.")
     return CrossEncoderModel.from_teacher(source, k, model_args.layer_strategy) if k else source
@@ -94,7 +99,7 @@ def _siamese_student(model_args, path, saved_type, head, kwargs, teachers, k):
         elif path:
             donor = None
         else:
-            donor = teachers[0]
+            donor = plain_teacher(teachers[0])
         if donor is not None:  # a cross-encoder's (or teacher's) backbone, copied
             backbone = copy.deepcopy(donor.backbone)
             student = SiameseModel.from_backbone(backbone, tokenizer=donor.tokenizer, **siamese)

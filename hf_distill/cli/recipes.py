@@ -21,6 +21,7 @@ from ..training_args import DistillationArguments
 from .arguments import DataArguments, ModelArguments
 from .early_stopping import early_stopping_settings
 from .errors import ConfigError
+from .lora import lora_defaults
 from .training_set import check_needs_teachers
 
 
@@ -141,6 +142,7 @@ def parse_settings(settings: dict[str, Any], where: str = "the settings"):
     checked across the three (data beyond the gold set needs teachers; early stopping's evaluations,
     checkpoints and best model) and completed for early stopping."""
     check_keys(settings, where)
+    settings = {**lora_defaults(settings), **settings}
     given = {key: value for key, value in settings.items() if not _is_null(value)}
     # with early stopping, transformers' own (several-line) strategy checks wait for ours
     first = {**settings, "load_best_model_at_end": False} if "early_stopping_patience" in given else settings

@@ -18,6 +18,7 @@ from .arguments import DataArguments, ModelArguments
 from .early_stopping import early_stopping_callbacks, settle_best_metric
 from .errors import ConfigError
 from .labels import find_label_column, is_labelled, labels_for
+from .lora import wrap_lora_student
 from .models import build_student, check_head, count_parameters, load_teacher_model
 from .query_groups import group_training_set, retrieval_evaluators
 from .splits import load_raw_datasets, trim_splits
@@ -58,7 +59,8 @@ def run(
         splits.train = extend_training_set(splits.train, teachers, splits.text_columns, data_args, training_args)
     splits.train, teachers = label_training_set(splits.train, teachers, splits.text_columns, data_args, training_args)
     splits.train, teachers, collator = group_training_set(splits, student, teachers, data_args, training_args)
-    trainer = build_trainer(student, teachers, splits, data_args, training_args, do_train, collator)
+    trained = wrap_lora_student(student, model_args) if do_train else student  # adapters injected in place
+    trainer = build_trainer(trained, teachers, splits, data_args, training_args, do_train, collator)
     results: dict[str, Any] = {}
     if do_train:
         results.update(train_model(trainer, splits.train, student))
