@@ -20,6 +20,8 @@ One module per job, imported on first use (so `hf-distill --help` loads no torch
     errors              ConfigError
     arguments           ModelArguments, DataArguments, parse_layer_strategy
     recipes             YAML recipe + command-line overrides -> the three dataclasses; valid keys
+    sources             model folders and Hub ids checked before loading; Hub load failures in one line
+    data_files          a data file `datasets` cannot read: its first bad line
     splits              train / validation / test from local files or the Hub
     labels              label column, label inference (LabelInfo)
     models              teachers and the student (loaded, wrapped, or cut from a teacher)
@@ -30,7 +32,8 @@ One module per job, imported on first use (so `hf-distill --help` loads no torch
     label_command       `hf-distill label` (`label`)
     sts_command         `hf-distill sts-eval` (`sts_eval`)
     quickstart_command  `hf-distill quickstart` (`quickstart`)
-    dispatch            the dispatcher (`main`): reads the command, imports only what runs it
+    dispatch            the dispatcher (`main`): reads the command, imports only what runs it; an error
+                        is one line `hf-distill: error: ...` (exit 2), --debug shows its traceback
 
 (No module is named like a function it exports: importing a submodule `quickstart` would
 otherwise replace the function `hf_distill.cli.quickstart` with the module.)

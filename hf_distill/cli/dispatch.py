@@ -2,11 +2,16 @@
 
 Light at import (no torch, transformers or datasets before the command is parsed), so
 `hf-distill --help` and `hf-distill --version` answer at once.
+
+An error the user can fix (`ConfigError`) is one line, `hf-distill: error: ...`, and exit status 2;
+`--debug` anywhere on the command line (or HF_DISTILL_DEBUG=1) raises it instead, traceback and all.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
+import os
 import sys
 
 from .errors import ConfigError
@@ -25,7 +30,12 @@ commands:
   export ...                                write a trained student in standard formats (hf_distill.export)
   keys                                      list every valid recipe key
 
-`hf-distill train --help` describes every field; `hf-distill --version` prints the version."""
+`hf-distill train --help` describes every field; `hf-distill --version` prints the version;
+--debug (or HF_DISTILL_DEBUG=1) shows the traceback of an error."""
+
+DEBUG_FLAG = "--debug"
+# commands that load models: the console script registers hf_distill's models with AutoModel for them
+MODEL_COMMANDS = ("train", "evaluate", "label", "sts-eval", "quickstart", "export")
 
 def _run_recipe(command: str, rest: list[str]) -> int:
     from .recipes import parse_train_config, print_fields_help
@@ -34,7 +44,8 @@ def _run_recipe(command: str, rest: list[str]) -> int:
     if rest and rest[0] in ("-h", "--help"):
         print_fields_help(command)
         return 0
-    run(*parse_train_config(rest), do_train=command == "train")
+    recipe = rest[0] if rest and not rest[0].startswith("--") else None
+    run(*parse_train_config(rest), do_train=command == "train", recipe=recipe)
     return 0
 
 
@@ -99,9 +110,19 @@ def _version() -> str:
     return f"hf_distill {__version__}"
 
 
+def debugging(argv: list[str]) -> bool:
+    """--debug on the command line (removed from `argv`) or HF_DISTILL_DEBUG set to anything but 0 / false."""
+    flag = DEBUG_FLAG in argv
+    while DEBUG_FLAG in argv:
+        argv.remove(DEBUG_FLAG)
+    return flag or os.environ.get("HF_DISTILL_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run `hf-distill COMMAND ...`; the exit status (a `ConfigError` exits with 2 and one message)."""
+    """Run `hf-distill COMMAND ...`; the exit status (a `ConfigError` exits with 2 and one message,
+    or raises with --debug)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = debugging(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
@@ -114,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             close = difflib.get_close_matches(command, list(COMMANDS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown command {command!r}{hint}\n{USAGE}")
+        if command in MODEL_COMMANDS:
+            importlib.import_module("hf_distill.modeling")  # registers the models (lazy in the console script)
         return COMMANDS[command](rest)
     except ConfigError as error:
+        if debug:
+            raise
         print(f"hf-distill: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

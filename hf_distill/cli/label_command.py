@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .recipes import parse_train_config
+from .sources import check_model_sources
 
 USAGE = "usage: hf-distill label RECIPE.yaml [--field value ...] --output DIR"
 
@@ -49,6 +50,8 @@ def label(argv: list[str]) -> str:
         raise ConfigError("label needs teachers: teacher_name_or_path is not set in the recipe or on the command line.")
     if data_args.train_dataset_dir and Path(data_args.train_dataset_dir).resolve() == Path(output).resolve():
         raise ConfigError(f"--output {output!r} is the train_dataset_dir it reads; save the labelled set elsewhere.")
+    check_model_sources(model_args, data_args, rest[0] if rest and not rest[0].startswith("--") else None,
+                        student=False)
     setup_logging(training_args)
     set_seed(training_args.seed)
     splits = load_data(model_args, data_args, training_args, do_train=True)

@@ -75,6 +75,31 @@ def find_label_column(raw, column: str):
     return raw
 
 
+def check_finite_labels(raw, column: str, sources: dict[str, str]) -> None:
+    """Refuse a NaN or infinite number in a float label column (a regression score), naming the split's
+    file (`sources`), the row and the column: the loss would turn NaN at the first batch that holds it.
+    Missing labels (null) stay allowed: those rows are unlabelled."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    for split in raw:
+        names = raw[split].column_names
+        name = column if column in names else next((c for c in LABEL_ALTERNATIVES if c in names), None)
+        dtype = getattr(raw[split].features.get(name), "dtype", "") if name else ""
+        if not str(dtype).startswith("float"):
+            continue
+        values = raw[split].with_format("arrow")[name]
+        finite = pc.fill_null(pc.is_finite(values), True).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(~finite)
+        if bad.size:
+            row = int(bad[0])
+            raise ConfigError(
+                f"{sources.get(split, f'the {split} split')}, row {row} (counting from 0), column {name!r}: "
+                f"{values[row].as_py()} is not a finite number; a regression label must be finite "
+                f"({bad.size} such row{'s' if bad.size > 1 else ''}: fix or drop them)"
+            )
+
+
 def labels_for(datasets: list, label_column: str, num_labels: int | None, teachers: list) -> LabelInfo:
     """The head the student needs: from the first labelled split, else from num_labels or the first teacher."""
     labelled = [d for d in datasets if d is not None and is_labelled(d, label_column)]

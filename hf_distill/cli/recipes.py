@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 from typing import Any
 
 import yaml
@@ -92,17 +93,46 @@ def parse_overrides(tokens: list[str]) -> dict[str, Any]:
 
 
 def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
-    """A recipe: a flat YAML mapping (yaml.safe_load), possibly empty."""
+    """A recipe: a flat YAML mapping (safe YAML: plain values, no Python objects), possibly empty. A tag
+    safe YAML refuses, a syntax error or a top level that is no mapping is a `ConfigError` naming the line."""
     try:
         with open(path, encoding="utf-8") as handle:
-            settings = yaml.safe_load(handle)
+            text = handle.read()
     except FileNotFoundError:
         raise ConfigError(f"recipe {str(path)!r} not found.") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        settings = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as error:
+        raise _yaml_error(path, error) from error
+    finally:
+        loader.dispose()
     if settings is None:
         return {}
     if not isinstance(settings, dict):
-        raise ConfigError(f"recipe {str(path)!r} must be a mapping of field: value, not a {type(settings).__name__}.")
+        raise ConfigError(
+            f"recipe {str(path)!r} line {node.start_mark.line + 1}: the top level must be a mapping of field: value, "
+            f"not a {type(settings).__name__}"
+        )
     return settings
+
+
+def _yaml_error(path: str | os.PathLike, error: yaml.YAMLError) -> ConfigError:
+    """One line for YAML that safe loading refuses: where (line, column) and what (an unsafe tag, a syntax error)."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = str(getattr(error, "problem", None) or error).strip()
+    found = re.search(r"tag '([^']+)'", problem)
+    if isinstance(error, yaml.constructor.ConstructorError) and found:
+        tag = found.group(1).replace("tag:yaml.org,2002:", "!!")
+        return ConfigError(
+            f"recipe {str(path)!r}{where}: the YAML tag {tag!r} is not allowed (a recipe holds plain values only; "
+            "it is read with yaml.safe_load)"
+        )
+    context = getattr(error, "context", None)
+    detail = f"{context}: {problem}" if context else problem
+    return ConfigError(f"recipe {str(path)!r}{where}: invalid YAML ({' '.join(detail.split())})")
 
 
 def _is_null(value: Any) -> bool:

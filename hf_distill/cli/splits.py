@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from .arguments import DataArguments
+from .data_files import unreadable_file
 from .errors import ConfigError
+from .sources import dataset_load_error
 
 SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "dev", "eval"), "test": ("test",)}
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
@@ -46,16 +49,12 @@ def load_raw_datasets(data_args: DataArguments, cache_dir: str | None = None):
 
     files = _split_files(data_args)
     if files:
-        splits = {}
-        for split, path in files.items():
-            suffix = Path(path).suffix.lower()
-            extra = {"delimiter": "\t"} if suffix == ".tsv" else {}
-            splits[split] = load_dataset(
-                FILE_BUILDERS[suffix], data_files={split: path}, split=split, cache_dir=cache_dir, **extra
-            )
-        raw = DatasetDict(splits)
+        raw = DatasetDict({split: _load_file(split, path, cache_dir) for split, path in files.items()})
     elif data_args.dataset_name:
-        raw = load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir)
+        try:
+            raw = load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir)
+        except (OSError, ValueError) as error:  # offline and not cached, no connection, no such dataset or config
+            raise dataset_load_error(data_args.dataset_name, data_args.dataset_config_name, error) from error
         if "validation" not in raw:  # e.g. MNLI: validation_matched
             alternative = next((s for s in raw if s.startswith("validation") or s == "dev"), None)
             if alternative:
@@ -65,6 +64,37 @@ def load_raw_datasets(data_args: DataArguments, cache_dir: str | None = None):
     if data_args.train_dataset_dir:
         raw["train"] = load_from_disk(data_args.train_dataset_dir)
     return raw
+
+
+def _load_file(split: str, path: str, cache_dir: str | None):
+    """One split from one local file; a file `datasets` cannot read is a `ConfigError` naming its first bad line
+    (`datasets` logs its own error too, with a traceback: silenced here, the `ConfigError` says it in one line)."""
+    from datasets import load_dataset
+    from datasets.exceptions import DatasetGenerationError
+
+    suffix = Path(path).suffix.lower()
+    extra = {"delimiter": "\t"} if suffix == ".tsv" else {}
+    datasets_logger = logging.getLogger("datasets")
+    level = datasets_logger.level
+    datasets_logger.setLevel(logging.CRITICAL)
+    try:
+        return load_dataset(FILE_BUILDERS[suffix], data_files={split: path}, split=split, cache_dir=cache_dir, **extra)
+    except (DatasetGenerationError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+        raise unreadable_file(f"{split} file", path, error) from error
+    finally:
+        datasets_logger.setLevel(level)
+
+
+def split_sources(data_args: DataArguments) -> dict[str, str]:
+    """How each split is named in a message: "train file 'data/train.jsonl'", "the train split of nyu-mll/glue"."""
+    files = _split_files(data_args)
+    sources = {split: f"{split} file {path!r}" for split, path in files.items()}
+    if not files and data_args.dataset_name:
+        name = data_args.dataset_name + (f" ({data_args.dataset_config_name})" if data_args.dataset_config_name else "")
+        sources = {split: f"the {split} split of {name}" for split in ("train", "validation", "test")}
+    if data_args.train_dataset_dir:
+        sources["train"] = f"train_dataset_dir {data_args.train_dataset_dir!r}"
+    return sources
 
 
 def trim_splits(raw, data_args: DataArguments):

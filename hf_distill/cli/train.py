@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 from .arguments import DataArguments, ModelArguments
 from .early_stopping import early_stopping_callbacks, settle_best_metric
 from .errors import ConfigError
-from .labels import find_label_column, is_labelled, labels_for
+from .labels import check_finite_labels, find_label_column, is_labelled, labels_for
 from .lora import wrap_lora_student
 from .models import build_student, check_head, count_parameters, load_teacher_model
 from .query_groups import group_training_set, retrieval_evaluators
-from .splits import load_raw_datasets, trim_splits
+from .sources import check_model_sources, loading
+from .splits import load_raw_datasets, split_sources, trim_splits
 from .training_set import extend_training_set, label_training_set
 
 if TYPE_CHECKING:
@@ -43,14 +44,17 @@ class Splits:
 
 
 def run(
-    model_args: ModelArguments, data_args: DataArguments, training_args: DistillationArguments, do_train: bool = True
+    model_args: ModelArguments, data_args: DataArguments, training_args: DistillationArguments, do_train: bool = True,
+    recipe: str | None = None,
 ) -> dict[str, Any]:
-    """Train (or only evaluate) as the three dataclasses say; returns every metric (also in all_results.json)."""
+    """Train (or only evaluate) as the three dataclasses say; returns every metric (also in all_results.json).
+    `recipe`: the YAML file they come from, whose recipes/ folder names what writes a missing model folder."""
     from transformers import set_seed
 
+    check_inputs(data_args)
+    check_model_sources(model_args, data_args, recipe, teachers=do_train)
     setup_logging(training_args)
     set_seed(training_args.seed)
-    check_inputs(data_args)
     splits = load_data(model_args, data_args, training_args, do_train)
     validation = _labelled(splits.validation, training_args.label_column)
     settle_best_metric(data_args, training_args, validation, model_args.num_labels, do_train)
@@ -82,6 +86,8 @@ def setup_logging(training_args) -> None:
     level = training_args.get_process_log_level()
     transformers.utils.logging.set_verbosity(level)
     datasets.utils.logging.set_verbosity(level)
+    if training_args.disable_tqdm:  # no progress bars: datasets' (loading, map) neither
+        datasets.disable_progress_bars()
     logging.getLogger(__package__).setLevel(logging.INFO if training_args.should_log else logging.WARNING)
 
 
@@ -104,8 +110,9 @@ def load_data(model_args: ModelArguments, data_args: DataArguments, training_arg
 
     label_column = training_args.label_column
     with training_args.main_process_first(desc="loading the datasets"):
-        raw = find_label_column(load_raw_datasets(data_args, model_args.cache_dir), label_column)
-        raw = trim_splits(raw, data_args)
+        raw = trim_splits(load_raw_datasets(data_args, model_args.cache_dir), data_args)
+        check_finite_labels(raw, label_column, split_sources(data_args))
+        raw = find_label_column(raw, label_column)
     train = raw.get("train") if do_train else None
     if do_train and train is None:
         raise ConfigError(f"no training split: the data has {list(raw)}; give a train file or a dataset with one.")
@@ -127,7 +134,10 @@ def load_data(model_args: ModelArguments, data_args: DataArguments, training_arg
 def load_teachers(model_args: ModelArguments, splits: Splits, label_column: str):
     """(teachers, labels): the teachers, each checked against the head the data's labels need."""
     paths = model_args.teacher_name_or_path or []
-    teachers = [load_teacher_model(path, model_args) for path in paths]
+    teachers = []
+    for path in paths:
+        with loading("teacher_name_or_path", path):
+            teachers.append(load_teacher_model(path, model_args))
     labels = labels_for([splits.train, splits.validation, splits.test], label_column, model_args.num_labels, teachers)
     for index, teacher in enumerate(teachers):
         check_head(teacher, labels, f"teacher_name_or_path[{index}]={paths[index]!r}")
@@ -141,7 +151,8 @@ def build_models(model_args: ModelArguments, splits: Splits, label_column: str, 
     else:
         teachers = []
         labels = labels_for([splits.train, splits.validation, splits.test], label_column, model_args.num_labels, [])
-    student = build_student(model_args, labels, teachers, do_train)
+    with loading("model_name_or_path", model_args.model_name_or_path):
+        student = build_student(model_args, labels, teachers, do_train)
     logger.info(
         "student: %s, %d layers, %.1fM parameters; teachers: %s",
         type(student).__name__, student.backbone.config.num_hidden_layers, count_parameters(student) / 1e6,
