@@ -22,6 +22,7 @@ from transformers import AutoModel, PreTrainedModel
 from .batch_keys import logits_column, logits_columns
 from .fingerprints import fingerprint, tokenizer_digest, weights_digest
 from .length_batching import length_batches, token_lengths
+from .model_card.teacher_records import record_teacher
 from .process_shards import gather_rows, shard_plan
 
 __all__ = [
@@ -161,6 +162,8 @@ def add_teacher_logits(
 
     The result is cached by `labelling_fingerprint` (data, teacher weights, tokenizer, columns,
     truncation): rerunning a script reuses the column, a changed teacher or tokenizer relabels.
+    The dataset records the teacher of the column (name, size, saved results: `record_teacher`), so the
+    student's model card names it although the trainer never sees the teacher.
     """
     teacher = load_teacher(teacher)
     tokenizer = tokenizer if tokenizer is not None else getattr(teacher, "tokenizer", None)
@@ -172,7 +175,7 @@ def add_teacher_logits(
     key = labelling_fingerprint(dataset, teacher, tokenizer, text_columns, max_length, column)
     cached = _cached(dataset, key, column, desc)
     if cached is not None:
-        return cached
+        return record_teacher(cached, column, teacher)
     rank, world = shard_plan(shard, key)
     texts = [dataset[c][:] for c in text_columns]
     lengths = token_lengths(tokenizer, texts, max_length) if sort_by_length else np.zeros(len(dataset), np.int64)
@@ -186,4 +189,6 @@ def add_teacher_logits(
     def write(batch, indices):
         return {column: logits[indices].tolist()}
 
-    return dataset.map(write, batched=True, batch_size=1000, with_indices=True, new_fingerprint=key, desc=f"{desc} (writing)")
+    labelled = dataset.map(write, batched=True, batch_size=1000, with_indices=True, new_fingerprint=key,
+                           desc=f"{desc} (writing)")
+    return record_teacher(labelled, column, teacher)

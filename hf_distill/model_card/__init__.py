@@ -5,12 +5,13 @@ weights the trainer uses (`hf_distill.losses.resolve_weights`), the data, the ev
 results and the arguments; `write_model_card` saves it as README.md. The trainer writes it at
 every final `save_model` and refreshes it when later evaluations log metrics.
 
-    models.py     names (never an absolute path), sizes, shapes
-    losses.py     methods, the loss formula and its terms, layer mappings, citations
-    training.py   data, evaluation, hyperparameters, versions
-    render.py     the card itself (Jinja2 template `hf_distill/templates/distilled_student.md`)
-    speed.py      the optional speed table
-    callback.py   writing at save, refreshing after evaluation
+    models.py           names (never an absolute path), sizes, shapes
+    teacher_records.py  each teacher's name, size and saved results; offline ones via the labelled dataset
+    losses.py           methods, the loss formula and its terms, layer mappings, citations
+    training.py         data, evaluation, hyperparameters, versions
+    render.py           the card itself (Jinja2 template `hf_distill/templates/distilled_student.md`)
+    speed.py            the optional speed table
+    callback.py         writing at save, refreshing after evaluation
 """
 
 from ..citations import CITATIONS, METHODS, Method

@@ -19,7 +19,8 @@ class DistillationModelCardData:
         base_model: Hub id(s) of the model(s) the student derives from (default: the teachers'
             `name_or_path` when they are Hub ids, else the student backbone's).
         datasets: Hub id(s) of the training data (default: inferred from the datasets cache path).
-        teachers: names of teachers the trainer never saw (offline, precomputed logits).
+        teachers: names (or `teacher_record` dicts) of teachers the trainer never saw (offline, precomputed
+            logits); by default the record `add_teacher_logits` left in the training set.
         speed: filled by `measure_speed` (or by hand): {"rows": [{"name", "pairs_per_s"}...], ...}.
         template_path: another Jinja2 template (default: the packaged `distilled_student.md`).
     """

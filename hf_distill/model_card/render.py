@@ -12,6 +12,7 @@ from ..wrappers import is_peft, unwrap_model
 from .card_data import DistillationModelCardData
 from .losses import citations, detect_methods, emd_pictures, has_teachers, loss_rows, mappings
 from .models import PEFT_NAMES, architecture, backbone_config, display_name, human, is_hub_id, parameters
+from .teacher_records import NAMELESS, describe, results_text, run_teachers
 from .training import as_list, data_text, dataset_id, evaluation, hparams, task, versions
 
 __all__ = ["build_model_card", "write_model_card"]
@@ -58,31 +59,41 @@ def _card_metadata(trainer, data, student, siamese, methods, teacher_names, mode
     return card_data, splits, eval_id
 
 
-def _size_rows(trainer, student, teachers, teacher_names, model_name) -> tuple[list[dict], str | None]:
-    """One row per model (parameters, shape) and the student's size as a share of the first teacher's."""
+def _role(k: int, records: list[dict]) -> str:
+    return f"teacher {k}" if len(records) > 1 else "teacher"
+
+
+def _size_rows(trainer, student, records: list[dict], model_name) -> tuple[list[dict], str | None]:
+    """One row per model whose size is known (parameters, shape) and the student's size as a share of the
+    first teacher's."""
     student_params = parameters(student)
     rows = [{
         "role": "student" + (" (LoRA)" if is_peft(trainer.model) else ""), "name": model_name,
         "parameters": human(student_params), **architecture(student),
     }]
-    for k, teacher in enumerate(teachers):
-        rows.append({
-            "role": f"teacher {k}" if len(teachers) > 1 else "teacher", "name": teacher_names[k] or "(in memory)",
-            "parameters": human(parameters(teacher)), **architecture(teacher),
-        })
-    ratio = f"{100 * student_params / parameters(teachers[0]):.1f}%" if teachers else None
+    for k, record in enumerate(records):
+        if record.get("parameters"):
+            rows.append({
+                **{key: record.get(key, "?") for key in ("architecture", "layers", "hidden", "heads")},
+                "role": _role(k, records), "name": record.get("name") or NAMELESS, "parameters": human(record["parameters"]),
+            })
+    first = records[0].get("parameters") if records else None
+    ratio = f"{100 * student_params / first:.1f}%" if first else None
     return rows, ratio
 
 
-def _notes(trainer, teachers, data, adapter_only: bool) -> list[str]:
-    """PEFT teachers and students, offline teachers."""
+def _notes(trainer, teachers, records: list[dict], adapter_only: bool) -> list[str]:
+    """PEFT teachers and students, offline teachers, the teachers' own saved results."""
     notes = [f"teacher {k} is a PEFT model: its adapter is active during distillation." for k, t in enumerate(teachers) if is_peft(t)]
     if not teachers and getattr(trainer, "offline_columns", None):
-        names = ", ".join(f"`{n}`" for n in data.teachers) or "not recorded"
         notes.append(
             f"Offline teachers: logits precomputed once into the columns {', '.join(trainer.offline_columns)} "
-            f"(`hf_distill.teachers.add_teacher_logits`); teacher models: {names}."
+            f"(`hf_distill.teachers.add_teacher_logits`); teacher models: {', '.join(map(describe, records))}."
         )
+    notes += [
+        f"{_role(k, records).capitalize()} {describe(record)}, results saved with it: {results_text(record['results'])}."
+        for k, record in enumerate(records) if results_text(record.get("results") or {})
+    ]
     if is_peft(trainer.model):
         config = next(iter(trainer.model.peft_config.values()))
         trainable = parameters(trainer.model, trainable_only=True)
@@ -116,23 +127,24 @@ def build_model_card(trainer, output_dir: str | None = None, adapter_only: bool 
         adapter_only = is_peft(trainer.model) and not getattr(args, "merge_adapters_on_save", False)
     methods = detect_methods(trainer)
     teachers = list(getattr(trainer, "teachers", []) or [])
+    records = run_teachers(trainer, list(data.teachers))
     world_size = getattr(trainer.accelerator, "num_processes", 1) if hasattr(trainer, "accelerator") else 1
     model_name = data.model_name or (args.hub_model_id or "").split("/")[-1] or os.path.basename(os.path.abspath(output_dir))
-    teacher_names = [display_name(t) for t in teachers] or list(data.teachers)
+    teacher_names = [record.get("name") or "" for record in records]
     card_data, splits, eval_id = _card_metadata(trainer, data, student, siamese, methods, teacher_names, model_name, adapter_only)
-    size_rows, size_ratio = _size_rows(trainer, student, teachers, teacher_names, model_name)
+    size_rows, size_ratio = _size_rows(trainer, student, records, model_name)
     loss_formula, loss_note, terms = loss_rows(trainer)
     distillation_hparams, training_hparams = hparams(trainer, methods, world_size)
     train_result = next((e for e in reversed(trainer.state.log_history) if "train_loss" in e), None)
     return _render(
         card_data, _template_path(data),
         model_name=model_name, repo_id=args.hub_model_id or model_name,
-        summary=_summary(student, siamese, methods, teacher_names, parameters(student), size_ratio),
+        summary=_summary(student, siamese, methods, records, parameters(student), size_ratio),
         adapter_only=adapter_only, base_student=display_name(student) or "path/to/base/student", siamese=siamese,
         num_labels=student.config.num_labels, methods=methods,
         methods_text=", ".join(m.name for m in methods) or "none (plain fine-tuning on the gold labels)",
         loss_formula=loss_formula, loss_note=loss_note, terms=terms, size_rows=size_rows, size_ratio=size_ratio,
-        notes=_notes(trainer, teachers, data, adapter_only), speed=_speed_rows(data.speed), mappings=mappings(trainer),
+        notes=_notes(trainer, teachers, records, adapter_only), speed=_speed_rows(data.speed), mappings=mappings(trainer),
         emd_pictures=emd_pictures(trainer, output_dir), data_text=data_text(trainer, as_list(card_data.datasets)),
         distillation_hparams=distillation_hparams, training_hparams=training_hparams,
         training_result=(
@@ -159,15 +171,14 @@ def _render(card_data: ModelCardData, template_path: str, **values: Any) -> Mode
     return ModelCard(template.render(card_data=card_data.to_yaml(), **values))
 
 
-def _summary(student, siamese, methods, teacher_names, params, ratio) -> str:
+def _summary(student, siamese, methods, records: list[dict], params, ratio) -> str:
     config = backbone_config(student)
     family = "Siamese bi-encoder" if siamese else "cross-encoder"
     shape = f"{getattr(config, 'num_hidden_layers', '?')}-layer {getattr(config, 'model_type', '')} {family}".replace("  ", " ")
     text = f"A {shape} ({human(params)} parameters, `hf_distill.{type(student).__name__}`)"
     if not methods:
         return text + " fine-tuned with `hf_distill.DistillationTrainer` (no teacher)."
-    names = [n for n in teacher_names if n]
-    who = ", ".join(f"`{n}`" for n in names) if names else "teachers given as in-memory models without a name"
+    who = ", ".join(map(describe, records)) or "teacher logits whose teacher the training set does not name"
     size = f", {ratio} of the teacher's size" if ratio else ""
     return f"{text} distilled from {who}{size} with {', '.join(m.name for m in methods)}, by `hf_distill.DistillationTrainer`."
 
