@@ -22,14 +22,6 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
 
 
-def hub_offline() -> bool:
-    """Offline mode as `huggingface_hub` (and so `transformers`) and `datasets` see it now."""
-    import datasets
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE or datasets.config.HF_HUB_OFFLINE)
-
-
 def hub_problem(endpoint: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """Why the Hub at `endpoint` cannot be reached (one HEAD request, at most `timeout` seconds, name
     lookup included), or None when it answers. Any HTTP answer below 500 (a 404 too) means reachable."""

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .hub_access import hub_offline, hub_problem, work_offline
+from .hub_access import hub_problem, work_offline
 from .models import count_parameters
 from .recipes import parse_settings
+from .sources import hub_offline
 from .splits import load_raw_datasets
 from .train import run
 
