@@ -1,10 +1,12 @@
 """Embedding-distillation recipes: a sentence-embedding teacher into a smaller Siamese student, from sentences.
 
-    python -m hf_distill.embedding_recipe recipes/embedding/minilm_l3.yaml [--field value ...]
+    hf-distill train recipes/embedding/minilm_l3.yaml [--field value ...]
+    python -m hf_distill.embedding_recipe recipes/embedding/minilm_l3.yaml [--field value ...]   (the same)
 
 A recipe is a flat YAML mapping of the fields of `EmbeddingRecipeArguments` (models, sentences,
 loss options) and `DistillationArguments` (the weights `embedding_mse_weight` and
-`similarity_structure_weight`, and every `TrainingArguments` field); the command line wins. The run:
+`similarity_structure_weight`, and every `TrainingArguments` field), with `task: embedding` so that
+`hf-distill train` runs it here; the command line wins. The run:
 collect every distinct sentence under `sentence_dir` (none of the `exclude_files`), load the
 teacher (`load_embedding_teacher`), cut the student (k layers of a backbone, cosine head), embed
 the sentences with the teacher once (`add_teacher_embeddings`, cached) or run it online, train,
@@ -62,8 +64,13 @@ class EmbeddingRecipeArguments:
                                                                             "(sentence1, sentence2, score)."})
     cache_dir: str | None = field(default=None, metadata={"help": "Where the sentence file and its embeddings are cached "
                                                                   "(default: the datasets cache)."})
+    task: str = field(default="embedding", metadata={"help": "The recipe's pipeline: 'embedding' (this one; "
+                                                             "`hf-distill train` dispatches on it)."})
 
     def __post_init__(self):
+        if self.task != "embedding":
+            raise ConfigError(f"task={self.task!r} is not valid here; an embedding recipe says task: embedding "
+                              "(pair recipes run with `hf-distill train RECIPE.yaml`).")
         if self.num_student_layers is not None and self.num_student_layers < 1:
             raise ConfigError(f"num_student_layers={self.num_student_layers} is not valid; give a positive number of layers.")
         if self.max_train_sentences is not None and self.max_train_sentences < 1:

@@ -276,8 +276,8 @@ def test_train_siamese_regression_on_score_column(assets, tmp_path, capsys):
     assert 100 * _results(out)["eval_spearman"] == pytest.approx(expected, abs=1e-4)
 
 
-# recipes/accelerate holds launcher configs; recipes/embedding runs through `python -m hf_distill.embedding_recipe`
-# (its own keys; run on tiny models in tests/test_embedding_recipe.py)
+# recipes/accelerate holds launcher configs; recipes/embedding says `task: embedding` and has its own keys
+# (hf_distill.embedding_recipe); every recipe runs on tiny models in tests/test_recipes.py
 SHIPPED_RECIPES = sorted(p for p in (Path(__file__).resolve().parents[1] / "recipes").rglob("*.yaml")
                          if p.parent.name not in ("accelerate", "embedding"))
 

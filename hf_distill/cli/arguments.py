@@ -19,6 +19,14 @@ STUDENT_TYPES = ("cross_encoder", "siamese")
 class ModelArguments:
     """Which models: the one to train (or cut a student from), and the teachers."""
 
+    task: str = field(
+        default="pairs",
+        metadata={
+            "help": "What the recipe trains: 'pairs' (a cross-encoder or Siamese student on text pairs: these keys) or "
+            "'embedding' (sentence embeddings from unlabelled sentences: hf_distill.embedding_recipe's keys, "
+            "recipes/embedding/). `hf-distill train` reads it first and runs the matching pipeline."
+        },
+    )
     model_name_or_path: str | None = field(
         default=None,
         metadata={
@@ -91,6 +99,13 @@ class ModelArguments:
     )
 
     def __post_init__(self):
+        from .recipe_task import check_task
+
+        if check_task(self.task) != "pairs":
+            raise ConfigError(
+                f"task={self.task!r} recipes have their own keys (hf_distill.embedding_recipe): run them with "
+                "`hf-distill train RECIPE.yaml`."
+            )
         if isinstance(self.teacher_name_or_path, str):
             self.teacher_name_or_path = [self.teacher_name_or_path]
         if self.student_type not in STUDENT_TYPES:

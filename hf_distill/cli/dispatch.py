@@ -38,11 +38,15 @@ DEBUG_FLAG = "--debug"
 MODEL_COMMANDS = ("train", "evaluate", "label", "sts-eval", "quickstart", "export")
 
 def _run_recipe(command: str, rest: list[str]) -> int:
+    from .recipe_task import recipe_task, run_embedding_task
     from .recipes import parse_train_config, print_fields_help
     from .train import run
 
     if rest and rest[0] in ("-h", "--help"):
         print_fields_help(command)
+        return 0
+    if recipe_task(rest) == "embedding":  # its own keys: hf_distill.embedding_recipe
+        run_embedding_task(command, rest)
         return 0
     recipe = rest[0] if rest and not rest[0].startswith("--") else None
     run(*parse_train_config(rest), do_train=command == "train", recipe=recipe)
