@@ -55,7 +55,10 @@ def _write(path: Path, rows: list[dict]) -> None:
 def _tiny_data(root: Path) -> Path:
     """../shared/data in miniature: the same folders, files and columns, 12 random rows a split."""
     rng, data = random.Random(0), root / "data"
-    pairs = lambda: (_say(rng, rng.randint(3, 7)), _say(rng, rng.randint(3, 7)))  # noqa: E731
+
+    def pairs() -> tuple[str, str]:
+        return _say(rng, rng.randint(3, 7)), _say(rng, rng.randint(3, 7))
+
     for split in ("train", "validation", "test"):
         _write(data / "mrpc" / f"{split}.jsonl", [dict(zip(("sentence1", "sentence2"), pairs()), idx=i,
                                                        label=i % 2, id1=i, id2=i + 1) for i in range(12)])
@@ -103,7 +106,7 @@ class World:
         if name not in self.teachers:
             num_labels, names = TASK_LABELS[name.split("-")[0]]
             tokenizer = other_tokenizer(self.root) if "mpnet" in name else self.tokenizer
-            labels = dict(id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)}) if names else {}
+            labels = {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}} if names else {}
             folder = self.root / "teachers" / name
             make_cross_encoder(tokenizer, num_layers=6, seed=len(self.teachers), num_labels=num_labels,
                                **labels).save_pretrained(folder)

@@ -63,12 +63,12 @@ def lora_defaults(settings: dict[str, Any]) -> dict[str, Any]:
 
 def target_modules(student, model_args) -> list[str]:
     """The recipe's `lora_target_modules`, else the attention query/value projections of the backbone type."""
-    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
+    from peft import utils as peft_utils
 
     if model_args.lora_target_modules:
         return list(model_args.lora_target_modules)
     model_type = student.backbone.config.model_type
-    targets = PEFT_TARGETS.get(model_type) or EXTRA_TARGET_MODULES.get(model_type)
+    targets = peft_utils.TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(model_type) or EXTRA_TARGET_MODULES.get(model_type)
     if not targets:
         raise ConfigError(
             f"lora_target_modules is needed: no default is known for a {model_type!r} backbone; name its attention "
