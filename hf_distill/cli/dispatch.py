@@ -142,8 +142,23 @@ def main(argv: list[str] | None = None) -> int:
         if command in MODEL_COMMANDS:
             importlib.import_module("hf_distill.modeling")  # registers the models (lazy in the console script)
         return COMMANDS[command](rest)
-    except ConfigError as error:
-        if debug:
+    except (ConfigError, ValueError) as error:
+        if debug or not (isinstance(error, ConfigError) or checked_input(error)):
             raise
-        print(f"hf-distill: error: {error}", file=sys.stderr)
+        print(f"hf-distill: error: {' '.join(str(error).split())}" if not isinstance(error, ConfigError)
+              else f"hf-distill: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+# Modules whose ValueErrors are input checks worded for the user (field, value, what is valid), so the
+# CLI prints them as one line; a ValueError raised anywhere else is a defect and keeps its traceback.
+CHECKING_MODULES = ("hf_distill.", "transformers.training_args", "transformers.trainer")
+
+
+def checked_input(error: ValueError) -> bool:
+    """Whether `error` was raised by an input check of hf_distill or the Trainer (its innermost frame)."""
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    module = traceback.tb_frame.f_globals.get("__name__", "") if traceback is not None else ""
+    return module.startswith(CHECKING_MODULES)

@@ -245,3 +245,40 @@ def test_train_help_still_lists_the_fields(capsys):
     assert main(["train", "--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: hf-distill train CONFIG.yaml") and "--teacher_name_or_path" in out
+
+
+# ------------------------------------------------------------------------------ input checks deeper down
+def late_failure(argv: list[str], capsys) -> str:
+    """Like `failure` for a check that needs the loaded models: loading bars may come first, then the one
+    error line and no traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("hf-distill: error: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]
+
+
+def test_value_errors_of_input_checks_are_one_line_and_defects_keep_their_traceback(cli_assets, tmp_path, capsys,
+                                                                                    tiny_tokenizer, monkeypatch):
+    from tests.conftest import make_cross_encoder
+
+    shallow = tmp_path / "one_layer_teacher"
+    make_cross_encoder(tiny_tokenizer, num_layers=1, seed=2).save_pretrained(shallow)
+    capsys.readouterr()
+    deeper = recipe(tmp_path / "deeper.yaml", cli_assets, model_name_or_path=cli_assets["teacher"],
+                    teacher_name_or_path=str(shallow), layer_mapping="uniform", hidden_weight=1.0)
+    assert late_failure(["train", deeper, *FAST], capsys).endswith(
+        "num_student_layers=2 > num_teacher_layers=1; give explicit pairs instead.")
+    # the Trainer's own check: evaluation every epoch needs a validation split
+    no_eval = recipe(tmp_path / "no_eval.yaml", cli_assets, eval_strategy="epoch", early_stopping_patience=None,
+                     validation_file=None)
+    (tmp_path / "train_only").mkdir()
+    (tmp_path / "train_only" / "train.jsonl").write_text((Path(cli_assets["data"]) / "train.jsonl").read_text())
+    line = late_failure(["train", no_eval, "--data_dir", str(tmp_path / "train_only"), *FAST], capsys)
+    assert "eval" in line, line
+    # a ValueError from a library's inside is a defect: its traceback stays
+    monkeypatch.setattr(train_module, "run", lambda *a, **k: int("not a number"))
+    with pytest.raises(ValueError, match="invalid literal"):
+        main(["train", recipe(tmp_path / "plain.yaml", cli_assets), *FAST])
