@@ -31,15 +31,9 @@ def _console_script() -> bool:
     return name in ("hf-distill", "hf-distill-script")
 
 
-if not _console_script():
-    from .modeling import (
-        CrossEncoderConfig,
-        CrossEncoderModel,
-        CrossEncoderOutput,
-        SiameseConfig,
-        SiameseModel,
-        SiameseOutput,
-    )
+if not _console_script():  # import registers the models with AutoConfig / AutoModel
+    _modeling = importlib.import_module(".modeling", __name__)
+    globals().update({name: getattr(_modeling, name) for name in _MODELING})
 
 _LAZY = {
     **dict.fromkeys(_MODELING, ".modeling"),

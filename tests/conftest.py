@@ -178,3 +178,20 @@ def cross_batch(tiny_tokenizer):
     """`PAIRS` tokenised jointly ([CLS] a [SEP] b [SEP]) with padding."""
     first, second = zip(*PAIRS)
     return dict(tiny_tokenizer(list(first), list(second), padding=True, return_tensors="pt"))
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    """Fail the test if any dataset or model loads: a configuration error must come first."""
+    import datasets
+    from transformers import AutoConfig, AutoModel
+
+    from hf_distill.modeling import CrossEncoderModel
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a dataset or model was loaded before the configuration was checked")
+
+    monkeypatch.setattr(datasets, "load_dataset", refuse)
+    for owner, name in ((AutoConfig, "from_pretrained"), (AutoModel, "from_pretrained"),
+                        (CrossEncoderModel, "from_backbone"), (CrossEncoderModel, "from_pretrained")):
+        monkeypatch.setattr(owner, name, refuse)

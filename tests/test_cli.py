@@ -118,20 +118,6 @@ def test_parse_overrides_forms():
         parse_overrides(["stray"])
 
 
-@pytest.fixture
-def no_loading(monkeypatch):
-    """Fail the test if any model or dataset is loaded."""
-    import datasets
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a model or dataset was loaded before the configuration was checked")
-
-    monkeypatch.setattr(AutoModel, "from_pretrained", refuse)
-    monkeypatch.setattr(CrossEncoderModel, "from_backbone", refuse)
-    monkeypatch.setattr(CrossEncoderModel, "from_pretrained", refuse)
-    monkeypatch.setattr(datasets, "load_dataset", refuse)
-
-
 @pytest.mark.parametrize("where", ["recipe", "command line"])
 def test_unknown_key_lists_valid_keys_before_loading(tmp_path, capsys, no_loading, where):
     settings = dict(model_name_or_path="m", data_dir=str(tmp_path), output_dir=str(tmp_path / "o"))

@@ -28,20 +28,6 @@ def failure(argv: list[str], capsys) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def no_loading(monkeypatch):
-    """Fail the test if any dataset or model loads: the error must come first."""
-    import datasets
-    from transformers import AutoConfig, AutoModel
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a dataset or model was loaded before the error")
-
-    monkeypatch.setattr(datasets, "load_dataset", refuse)
-    monkeypatch.setattr(AutoConfig, "from_pretrained", refuse)
-    monkeypatch.setattr(AutoModel, "from_pretrained", refuse)
-
-
 def recipe(path: Path, cli_assets, **settings) -> str:
     """A recipe over the tiny data and backbone, `settings` winning."""
     values = {"model_name_or_path": cli_assets["backbone"], "data_dir": cli_assets["data"],
