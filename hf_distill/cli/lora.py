@@ -96,6 +96,13 @@ def check_targets(student, targets: list[str]) -> None:
         )
 
 
+def check_lora_student(student, model_args) -> None:
+    """With `lora_r` > 0, the adapters' targets checked on the student as soon as it is built, before the
+    training set is augmented or labelled (`wrap_lora_student` comes after both)."""
+    if model_args.lora_r:
+        check_targets(student, target_modules(student, model_args))
+
+
 def wrap_lora_student(student, model_args):
     """The student with LoRA adapters when `lora_r` > 0 (PEFT injects them in place), else the student as it is."""
     if not model_args.lora_r:

@@ -18,7 +18,7 @@ from .arguments import DataArguments, ModelArguments
 from .early_stopping import early_stopping_callbacks, settle_best_metric
 from .errors import ConfigError
 from .labels import check_finite_labels, find_label_column, is_labelled, labels_for
-from .lora import wrap_lora_student
+from .lora import check_lora_student, wrap_lora_student
 from .models import build_student, check_head, count_parameters, load_teacher_model
 from .query_groups import group_training_set, retrieval_evaluators
 from .sources import check_model_sources, loading
@@ -60,6 +60,7 @@ def run(
     settle_best_metric(data_args, training_args, validation, model_args.num_labels, do_train)
     student, teachers = build_models(model_args, splits, training_args.label_column, do_train)
     if do_train:
+        check_lora_student(student, model_args)  # before augmentation and labelling, which take long
         splits.train = extend_training_set(splits.train, teachers, splits.text_columns, data_args, training_args)
     splits.train, teachers = label_training_set(splits.train, teachers, splits.text_columns, data_args, training_args)
     splits.train, teachers, collator = group_training_set(splits, student, teachers, data_args, training_args)

@@ -128,3 +128,19 @@ def test_adapter_teacher_without_its_base_is_one_line(lora_teacher, cli_assets, 
         main(["train", "--teacher_name_or_path", str(folder), "--num_student_layers", "1", "--data_dir",
               cli_assets["data"], "--output_dir", str(tmp_path / "o"), *RUN])
     assert "is a PEFT adapter whose base model" in error_line(capsys.readouterr().err)
+
+
+def test_bad_lora_targets_are_refused_before_augmentation_and_labelling(cli_assets, tmp_path, capsys, monkeypatch):
+    import hf_distill.cli.train as train_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the training set was augmented or labelled before lora_target_modules was checked")
+
+    monkeypatch.setattr(train_module, "extend_training_set", refuse)
+    monkeypatch.setattr(train_module, "label_training_set", refuse)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--teacher_name_or_path", cli_assets["teacher"], "--num_student_layers", "1", "--data_dir",
+              cli_assets["data"], "--augment_n", "2", "--output_dir", str(tmp_path / "o"), *RUN,
+              "--lora_r", "4", "--lora_target_modules", "qkv"])
+    assert exit_info.value.code == 2
+    assert "lora_target_modules=['qkv'] is not valid: 'qkv' matches no module" in error_line(capsys.readouterr().err)
