@@ -4,7 +4,8 @@ Light at import (no torch, transformers or datasets before the command is parsed
 `hf-distill --help` and `hf-distill --version` answer at once.
 
 An error the user can fix (`ConfigError`) is one line, `hf-distill: error: ...`, and exit status 2;
-`--debug` anywhere on the command line (or HF_DISTILL_DEBUG=1) raises it instead, traceback and all.
+`--debug` anywhere on the command line (or HF_DISTILL_DEBUG=1) raises it instead, traceback and all
+(`--debug underflow_overflow` / `--debug tpu_metrics_debug` stay TrainingArguments' own `debug` field).
 """
 
 from __future__ import annotations
@@ -114,11 +115,27 @@ def _version() -> str:
     return f"hf_distill {__version__}"
 
 
+# TrainingArguments has a `debug` field of its own (transformers' DebugOption values): `--debug underflow_overflow`
+# sets that field; a `--debug` followed by anything else is the flag.
+TRAINING_DEBUG_OPTIONS = ("underflow_overflow", "tpu_metrics_debug")
+
+
+def _training_debug_value(token: str | None) -> bool:
+    words = (token or "").replace(",", " ").split()
+    return bool(words) and all(word in TRAINING_DEBUG_OPTIONS for word in words)
+
+
 def debugging(argv: list[str]) -> bool:
-    """--debug on the command line (removed from `argv`) or HF_DISTILL_DEBUG set to anything but 0 / false."""
-    flag = DEBUG_FLAG in argv
-    while DEBUG_FLAG in argv:
-        argv.remove(DEBUG_FLAG)
+    """--debug on the command line (removed from `argv`; not the `--debug OPTION` override of TrainingArguments'
+    own field) or HF_DISTILL_DEBUG set to anything but 0 / false."""
+    flag, index = False, 0
+    while index < len(argv):
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if argv[index] == DEBUG_FLAG and not _training_debug_value(following):
+            del argv[index]
+            flag = True
+        else:
+            index += 1
     return flag or os.environ.get("HF_DISTILL_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
 
 

@@ -268,3 +268,18 @@ def test_value_errors_of_input_checks_are_one_line_and_defects_keep_their_traceb
     monkeypatch.setattr(train_module, "run", lambda *a, **k: int("not a number"))
     with pytest.raises(ValueError, match="invalid literal"):
         main(["train", recipe(tmp_path / "plain.yaml", cli_assets), *FAST])
+
+
+def test_debug_option_of_the_training_arguments_is_not_the_debug_flag(tmp_path, capsys):
+    """`--debug underflow_overflow` sets TrainingArguments.debug (a valid key), as before the flag existed."""
+    from hf_distill.cli.dispatch import debugging
+
+    argv = ["train", "r.yaml", "--debug", "underflow_overflow", "--seed", "1"]
+    assert debugging(argv) is False and argv == ["train", "r.yaml", "--debug", "underflow_overflow", "--seed", "1"]
+    argv = ["--debug", "train", "r.yaml", "--debug", "tpu_metrics_debug", "--debug"]
+    assert debugging(argv) is True and argv == ["train", "r.yaml", "--debug", "tpu_metrics_debug"]
+    path = tmp_path / "r.yaml"
+    path.write_text("model_name_or_path: ./no/such/model\n", encoding="utf-8")
+    # parsed as a field (no 'unexpected argument'), and no traceback: the recipe's own error comes out as one line
+    assert failure(["train", str(path), "--debug", "underflow_overflow", "--output_dir", str(tmp_path / "o")],
+                   capsys) == "hf-distill: error: no data: give dataset_name (Hub) or data_dir (local train/validation/test files)."
