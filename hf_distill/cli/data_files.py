@@ -11,7 +11,7 @@ import csv
 import json
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, first_line
 
 
 def _first_bad_json_line(path: Path) -> tuple[int, str] | None:
@@ -79,5 +79,4 @@ def unreadable_file(what: str, path: str, error: BaseException) -> ConfigError:
         number, why = bad
         return ConfigError(f"{what} {path!r} line {number} {why}: fix or remove that line")
     cause = _innermost(error)
-    reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-    return ConfigError(f"{what} {path!r} could not be read ({type(cause).__name__}: {reason})")
+    return ConfigError(f"{what} {path!r} could not be read ({first_line(cause)})")

@@ -167,15 +167,23 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(2) from None
 
 
-# Modules whose ValueErrors are input checks worded for the user (field, value, what is valid), so the
-# CLI prints them as one line; a ValueError raised anywhere else is a defect and keeps its traceback.
+# Modules whose ValueErrors are input checks worded for the user (field, value, what is valid).
 CHECKING_MODULES = ("hf_distill.", "transformers.training_args", "transformers.trainer")
 
 
 def checked_input(error: ValueError) -> bool:
-    """Whether `error` was raised by an input check of hf_distill or the Trainer (its innermost frame)."""
+    """Whether `error` is an input check: raised by a `raise` statement of hf_distill or the Trainer (its
+    innermost frame), so the CLI prints it as one line. Any other ValueError (`int("x")` inside hf_distill,
+    a library's inside) is a defect and keeps its traceback."""
+    import linecache
+
     traceback = error.__traceback__
     while traceback is not None and traceback.tb_next is not None:
         traceback = traceback.tb_next
-    module = traceback.tb_frame.f_globals.get("__name__", "") if traceback is not None else ""
-    return module.startswith(CHECKING_MODULES)
+    if traceback is None:
+        return False
+    module = traceback.tb_frame.f_globals.get("__name__", "")
+    if module not in ("transformers.training_args", "transformers.trainer") and not module.startswith("hf_distill."):
+        return False
+    line = linecache.getline(traceback.tb_frame.f_code.co_filename, traceback.tb_lineno).strip()
+    return line.startswith("raise ")

@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from .errors import ConfigError
+from .sources import looks_local
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +147,7 @@ def load_lora_teacher(path: str, config_file: str, load_base):
             f"teacher_name_or_path={path!r} is a PEFT adapter without base_model_name_or_path in {ADAPTER_CONFIG}; "
             "set it to the base teacher's folder or Hub id."
         )
-    local = os.path.isabs(base_path) or base_path.startswith(".") or base_path.count("/") > 1
-    if local and not os.path.isdir(base_path):
+    if looks_local(base_path) and not os.path.isdir(base_path):
         raise ConfigError(
             f"teacher_name_or_path={path!r} is a PEFT adapter whose base model {base_path!r} does not exist; "
             f"fix base_model_name_or_path in its {ADAPTER_CONFIG}."

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import first_line
 from .hub_access import hub_problem, work_offline
 from .models import count_parameters
 from .recipes import parse_settings
@@ -138,8 +139,7 @@ def _quickstart_data(args, model: str, hub: str | None) -> tuple[dict[str, Any],
         if hub:
             why = f"the Hugging Face Hub is {hub} and {named} is not in the local cache"
         else:
-            reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
-            why = f"{named} could not be loaded from the Hugging Face Hub ({type(error).__name__}: {reason})"
+            why = f"{named} could not be loaded from the Hugging Face Hub ({first_line(error)})"
         print(f"[quickstart] {why}; using the embedded demo set", flush=True)
         folder = _demo_data(Path(args.output_dir) / "demo_data")
         pairs = sum(1 for _ in DEMO_PAIRS.open())

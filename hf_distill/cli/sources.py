@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, first_line
 
 LOCAL_DATA_HINT = "give --data_dir DIR with train/validation/test JSON Lines files (train.jsonl, validation.jsonl, test.jsonl) instead"
 
@@ -119,18 +119,13 @@ def check_model_sources(model_args, data_args=None, recipe: str | None = None, s
         check_model_source(field, path, recipe, model_args.cache_dir, model_args.model_revision)
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
-
-
 def model_load_error(field: str, path: str, error: OSError) -> ConfigError:
     """One line for a model that could not be loaded (no connection, no such repository, no config.json)."""
     if os.path.isdir(path):
-        return ConfigError(f"{field}={path!r} could not be loaded ({_first_line(error)})")
+        return ConfigError(f"{field}={path!r} could not be loaded ({first_line(error)})")
     offline = " (HF_HUB_OFFLINE=1)" if hub_offline() else ""
     return ConfigError(
-        f"{field}={path!r} is neither a local folder nor reachable on the Hub{offline} ({_first_line(error)}): "
+        f"{field}={path!r} is neither a local folder nor reachable on the Hub{offline} ({first_line(error)}): "
         "give a local model folder instead"
     )
 
@@ -153,4 +148,4 @@ def dataset_load_error(name: str, config: str | None, error: Exception) -> Confi
         return ConfigError(
             f"{what} is not in the local cache and the Hub is offline (HF_HUB_OFFLINE=1): {LOCAL_DATA_HINT}"
         )
-    return ConfigError(f"{what} could not be loaded from the Hub ({_first_line(error)}): {LOCAL_DATA_HINT}")
+    return ConfigError(f"{what} could not be loaded from the Hub ({first_line(error)}): {LOCAL_DATA_HINT}")

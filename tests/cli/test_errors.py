@@ -264,10 +264,30 @@ def test_value_errors_of_input_checks_are_one_line_and_defects_keep_their_traceb
     (tmp_path / "train_only" / "train.jsonl").write_text((Path(cli_assets["data"]) / "train.jsonl").read_text())
     line = late_failure(["train", no_eval, "--data_dir", str(tmp_path / "train_only"), *FAST], capsys)
     assert "eval" in line, line
-    # a ValueError from a library's inside is a defect: its traceback stays
-    monkeypatch.setattr(train_module, "run", lambda *a, **k: int("not a number"))
+    # inside hf_distill, a raise statement is an input check (one line); int("x") is a defect (traceback)
+    probe = probe_module(tmp_path)
+    plain = recipe(tmp_path / "plain.yaml", cli_assets)
+    monkeypatch.setattr(train_module, "run", probe.check)
+    assert failure(["train", plain, *FAST], capsys) == "hf-distill: error: width=-1 is not valid; give a width >= 1."
+    monkeypatch.setattr(train_module, "run", probe.defect)
     with pytest.raises(ValueError, match="invalid literal"):
-        main(["train", recipe(tmp_path / "plain.yaml", cli_assets), *FAST])
+        main(["train", plain, *FAST])
+    monkeypatch.setattr(train_module, "run", lambda *a, **k: int("not a number"))  # outside hf_distill
+    with pytest.raises(ValueError, match="invalid literal"):
+        main(["train", plain, *FAST])
+
+
+def probe_module(folder: Path):
+    """A module named inside hf_distill, from a file (so its lines are readable like the package's)."""
+    import importlib.util
+
+    path = folder / "probe.py"
+    path.write_text("def check(*args, **kwargs):\n    raise ValueError('width=-1 is not valid; give a width >= 1.')\n\n\n"
+                    "def defect(*args, **kwargs):\n    return int('not a number')\n", encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("hf_distill.cli._probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_debug_option_of_the_training_arguments_is_not_the_debug_flag(tmp_path, capsys):
