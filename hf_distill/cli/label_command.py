@@ -41,10 +41,14 @@ def label(argv: list[str]) -> str:
     """Label the recipe's training set with its teachers and save it to --output; returns the folder."""
     from transformers import set_seed
 
+    from .recipe_task import recipe_task
     from .train import load_data, load_teachers, setup_logging
     from .training_set import describe_origins, extend_training_set, label_training_set
 
     output, rest = split_output(argv)
+    if recipe_task(rest) == "embedding":
+        raise ConfigError("hf-distill label labels the pairs of a task: pairs recipe; a task: embedding recipe computes "
+                          "its teacher embeddings when it trains (hf-distill train RECIPE.yaml).")
     model_args, data_args, training_args = parse_train_config(rest)
     if not model_args.teacher_name_or_path:
         raise ConfigError("label needs teachers: teacher_name_or_path is not set in the recipe or on the command line.")

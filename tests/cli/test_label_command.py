@@ -34,6 +34,7 @@ def _recipe(cli_assets, tmp_path, **extra) -> str:
         ([], "--output DIR is missing: the folder the labelled set is saved to."),
         (["--output", "x", "--teacher_name_or_path", "null", "--augment_n", "0", "--model_name_or_path", "m"],
          "label needs teachers: teacher_name_or_path is not set"),
+        (["--output", "x", "--task", "embedding"], "hf-distill label labels the pairs of a task: pairs recipe"),
     ],
 )
 def test_label_arguments_fail_in_one_line(cli_assets, tmp_path, capsys, argv, message):
