@@ -50,7 +50,8 @@ def table(rows: list[dict]) -> str:
                 share = 100 * mean / teacher if teacher else float("nan")
                 speed = statistics.fmean(r["speed_up"] for r in runs)
                 steps = ", ".join(f"{r['steps']} ({r['budget_steps']})" for r in runs)
-                lines.append(f"| {layers} | {arm} | {mean:.2f} ± {std:.2f} | {share:.1f}% | {len(runs)} | {speed:.2f}x | {steps} |")
+                spread = f"{mean:.2f} ± {std:.2f}" if len(runs) > 1 else f"{mean:.2f} (one seed)"
+                lines.append(f"| {layers} | {arm} | {spread} | {share:.1f}% | {len(runs)} | {speed:.2f}x | {steps} |")
         lines.append("")
     return "\n".join(lines)
 
