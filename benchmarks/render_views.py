@@ -294,6 +294,39 @@ def summary_simplified_tinybert() -> list[str]:
     return lines
 
 
+def summary_frontier() -> list[str]:
+    """Per task and depth: the teacher, the no-KD student, the best distilled arm (mean over its seeds), the
+    measured speed-up, how many runs; and the pictures. Nothing until the benchmark has rows."""
+    import json
+
+    path = RESULTS / "frontier.json"
+    rows = json.loads(path.read_text())["rows"] if path.exists() else []
+    if not rows:
+        return ["No finished run yet: [its page](../../docs/results/frontier.md) gives the command."]
+    lines = ["Cross-encoder students cut from a fixed 6-layer MiniLM teacher, trained to convergence (early stopping) "
+             "within one step budget per arm; test splits, x100, mean ± std over seeds; speed-up measured in the same "
+             "run (batch 32, 128 tokens).", "",
+             "| task | teacher | layers | no KD | best distilled arm | % of teacher | speed-up | runs |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    cells: dict[tuple, dict[str, list[dict]]] = {}
+    for row in rows:
+        cells.setdefault((row["task"], row["metric"], row["student_layers"]), {}).setdefault(row["arm"], []).append(row)
+    for (task, metric, layers), arms in sorted(cells.items(), key=lambda item: (item[0][0], -item[0][2])):
+        teacher = statistics.fmean(r["teacher_value"] for runs in arms.values() for r in runs)
+        distilled = {arm: statistics.fmean(r["value"] for r in runs) for arm, runs in arms.items() if arm != "no KD"}
+        best = max(distilled, key=distilled.get) if distilled else None
+        plain = _cell([r["value"] for r in arms["no KD"]]) if "no KD" in arms else "not run"
+        best_cell = f"{_cell([r['value'] for r in arms[best]])} ({best})" if best else "not run"
+        share = f"{100 * distilled[best] / teacher:.1f}%" if best else "—"
+        speed = statistics.fmean(r["speed_up"] for runs in arms.values() for r in runs)
+        runs = sum(len(runs) for runs in arms.values())
+        lines.append(f"| {task.upper()} {metric} | {teacher:.2f} | {layers} | {plain} | {best_cell} | {share} | "
+                     f"{speed:.2f}x | {runs} |")
+    tasks = sorted({row["task"] for row in rows})
+    lines += ["", " ".join(f"![{task}](../../docs/results/frontier_{task}.png)" for task in tasks)]
+    return lines
+
+
 PAGE_TITLES = {"frontier": "quality against speed-up", "ranking": "re-ranking over query groups", "deployment": "ONNX and int8",
                "labelling": "labelling throughput", "embedding": "embedding teachers"}
 
@@ -309,7 +342,8 @@ def summary_pending() -> list[str]:
 
 SUMMARIES: dict[str, Callable[[], list[str]]] = {
     "kd": summary_kd, "dvbert": summary_dvbert, "bert_emd": summary_bert_emd, "virt": summary_virt,
-    "simplified_tinybert": summary_simplified_tinybert, "pending": summary_pending,
+    "simplified_tinybert": summary_simplified_tinybert, "frontier": summary_frontier,
+    "pending": summary_pending,
 }
 
 
