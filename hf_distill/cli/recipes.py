@@ -100,19 +100,17 @@ def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
             text = handle.read()
     except FileNotFoundError:
         raise ConfigError(f"recipe {str(path)!r} not found.") from None
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-        settings = loader.construct_document(node) if node is not None else None
+        settings = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise _yaml_error(path, error) from error
-    finally:
-        loader.dispose()
     if settings is None:
         return {}
     if not isinstance(settings, dict):
+        lines = text.splitlines()
+        first = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith(("#", "---"))), 0)
         raise ConfigError(
-            f"recipe {str(path)!r} line {node.start_mark.line + 1}: the top level must be a mapping of field: value, "
+            f"recipe {str(path)!r} line {first + 1}: the top level must be a mapping of field: value, "
             f"not a {type(settings).__name__}"
         )
     return settings
