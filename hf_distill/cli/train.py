@@ -87,8 +87,10 @@ def setup_logging(training_args) -> None:
     level = training_args.get_process_log_level()
     transformers.utils.logging.set_verbosity(level)
     datasets.utils.logging.set_verbosity(level)
-    if training_args.disable_tqdm:  # no progress bars: datasets' (loading, map) neither
+    if training_args.disable_tqdm:  # no progress bars: datasets' (loading, map) neither; a later run may want them
         datasets.disable_progress_bars()
+    else:
+        datasets.enable_progress_bars()
     logging.getLogger(__package__).setLevel(logging.INFO if training_args.should_log else logging.WARNING)
 
 
