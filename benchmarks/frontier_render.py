@@ -24,6 +24,11 @@ def cells(rows: list[dict]) -> dict:
     return grouped
 
 
+def _spread(values: list[float]) -> str:
+    mean, std = mean_std(values)
+    return f"{mean:.2f} ± {std:.2f}" if len(values) > 1 else f"{mean:.2f} (one seed)"
+
+
 def table(rows: list[dict]) -> str:
     """Markdown: one table per task, one line per (depth, arm), values x100 on the test split."""
     grouped = cells(rows)
@@ -32,13 +37,16 @@ def table(rows: list[dict]) -> str:
         task_rows = [r for r in rows if r["task"] == task]
         metric = METRIC_NAMES.get(task_rows[0]["metric"], task_rows[0]["metric"])
         teachers = sorted({(r["teacher_sha256"][:12], round(r["teacher_value"], 2)) for r in task_rows})
+        stops = {r.get("stop_metric") for r in task_rows} - {None, task_rows[0]["metric"]}
+        stop = METRIC_NAMES.get(next(iter(stops)), next(iter(stops))) if len(stops) == 1 else None
         lines += [
             f"### {task.upper()} ({metric}, test split)",
             "",
             "Teacher (6-layer MiniLM cross-encoder): " + "; ".join(f"{value:.2f} (sha256 {sha}…)" for sha, value in teachers) + ".",
             "",
-            f"| layers | arm | {metric} mean ± std | % of teacher | seeds | speed-up | steps (budget) |",
-            "| ---: | --- | ---: | ---: | ---: | ---: | --- |",
+            f"| layers | arm | {metric} mean ± std | % of teacher | seeds | speed-up | steps (budget) |"
+            + (f" test {stop} (stopped on validation {stop}) |" if stop else ""),
+            "| ---: | --- | ---: | ---: | ---: | ---: | --- |" + (" ---: |" if stop else ""),
         ]
         for layers in sorted({r["student_layers"] for r in task_rows}, reverse=True):
             for arm in ARM_ORDER:
@@ -50,8 +58,9 @@ def table(rows: list[dict]) -> str:
                 share = 100 * mean / teacher if teacher else float("nan")
                 speed = statistics.fmean(r["speed_up"] for r in runs)
                 steps = ", ".join(f"{r['steps']} ({r['budget_steps']})" for r in runs)
-                spread = f"{mean:.2f} ± {std:.2f}" if len(runs) > 1 else f"{mean:.2f} (one seed)"
-                lines.append(f"| {layers} | {arm} | {spread} | {share:.1f}% | {len(runs)} | {speed:.2f}x | {steps} |")
+                extra = f" {_spread([r.get('test_stop_metric', float('nan')) for r in runs])} |" if stop else ""
+                lines.append(f"| {layers} | {arm} | {_spread([r['value'] for r in runs])} | {share:.1f}% | {len(runs)} | "
+                             f"{speed:.2f}x | {steps} |{extra}")
         lines.append("")
     return "\n".join(lines)
 
