@@ -28,7 +28,9 @@ def _marked_blocks(marker: str) -> list[str]:
 
 
 def test_readme_is_a_guide_not_a_notebook():
-    assert len(README.splitlines()) <= 300
+    # about 300 lines of guide; the rendered results summaries grow as benchmarks finish (the frontier: a row
+    # per task and depth), within the bound of under 350
+    assert len(README.splitlines()) < 350
 
 
 def test_test_command_follows_its_marker():
