@@ -187,6 +187,9 @@ def main() -> None:
     options = parser.parse_args()
     run(options.out, options.batch, options.steps, offline=options.offline_check)
     print(json.dumps({"rank": os.environ.get("RANK", "0"), "done": True}), flush=True)
+    if torch.distributed.is_initialized():  # a clean teardown: gloo threads left at exit can abort the process
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
