@@ -20,6 +20,9 @@ One module per job, imported on first use (so `hf-distill --help` loads no torch
     errors              ConfigError
     arguments           ModelArguments, DataArguments, parse_layer_strategy
     recipes             YAML recipe + command-line overrides -> the three dataclasses; valid keys
+    tasks               the pipelines a recipe's `task` names (pairs, embedding)
+    recipe_task         which pipeline a recipe runs; `task: embedding` recipes through hf_distill.embedding_recipe
+    lora                lora_* recipe keys: LoRA students and PEFT adapter teachers
     sources             model folders and Hub ids checked before loading; Hub load failures in one line
     data_files          a data file `datasets` cannot read: its first bad line
     splits              train / validation / test from local files or the Hub

@@ -99,7 +99,7 @@ class ModelArguments:
     )
 
     def __post_init__(self):
-        from .recipe_task import check_task
+        from .tasks import check_task
 
         if check_task(self.task) != "pairs":
             raise ConfigError(

@@ -14,16 +14,7 @@ from __future__ import annotations
 import logging
 
 from .errors import ConfigError
-
-TASKS = ("pairs", "embedding")
-
-
-def check_task(task) -> str:
-    """`task` when it names a pipeline, else one `ConfigError` line."""
-    if task not in TASKS:
-        raise ConfigError(f"task={task!r} is not valid; choose one of {', '.join(map(repr, TASKS))}.")
-    return task
-
+from .tasks import check_task
 
 def recipe_task(argv: list[str]) -> str:
     """The task of `RECIPE.yaml [--field value ...]`: `--task`, else the recipe's `task`, else 'pairs'."""
