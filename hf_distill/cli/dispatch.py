@@ -39,13 +39,14 @@ DEBUG_FLAG = "--debug"
 MODEL_COMMANDS = ("train", "evaluate", "label", "sts-eval", "quickstart", "export")
 
 def _run_recipe(command: str, rest: list[str]) -> int:
-    from .recipe_task import recipe_task, run_embedding_task
     from .recipes import parse_train_config, print_fields_help
-    from .train import run
 
-    if rest and rest[0] in ("-h", "--help"):
+    if rest and rest[0] in ("-h", "--help"):  # the fields only: no model code, no data code
         print_fields_help(command)
         return 0
+    from .recipe_task import recipe_task, run_embedding_task
+    from .train import run
+
     if recipe_task(rest) == "embedding":  # its own keys: hf_distill.embedding_recipe
         run_embedding_task(command, rest)
         return 0
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             close = difflib.get_close_matches(command, list(COMMANDS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown command {command!r}{hint}\n{USAGE}")
-        if command in MODEL_COMMANDS:
+        if command in MODEL_COMMANDS and not (rest and rest[0] in ("-h", "--help")):
             importlib.import_module("hf_distill.modeling")  # registers the models (lazy in the console script)
         return COMMANDS[command](rest)
     except (ConfigError, ValueError) as error:

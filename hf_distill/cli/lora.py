@@ -140,6 +140,8 @@ def load_lora_teacher(path: str, config_file: str, load_base):
     adapter loaded and active, frozen later like any teacher."""
     from peft import PeftModel
 
+    from ..model_card.models import ADAPTER_PATH
+
     with open(config_file, encoding="utf-8") as handle:
         base_path = json.load(handle).get("base_model_name_or_path")
     if not base_path:
@@ -153,6 +155,7 @@ def load_lora_teacher(path: str, config_file: str, load_base):
             f"fix base_model_name_or_path in its {ADAPTER_CONFIG}."
         )
     teacher = PeftModel.from_pretrained(load_base(base_path), path)
+    setattr(teacher, ADAPTER_PATH, path)  # so its model card names the adapter, not only its base
     logger.info("teacher %s: a PEFT adapter on %s", path, base_path)
     return teacher
 

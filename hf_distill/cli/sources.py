@@ -74,14 +74,18 @@ def producing_recipe(path: str, recipe: str | None = None) -> str | None:
 
 
 def _in_hub_cache(repo_id: str, cache_dir: str | None, revision: str | None) -> bool:
-    """The Hub model's config.json is in the local cache (what an offline load needs first)."""
+    """The Hub model's config.json, or a PEFT adapter's adapter_config.json, is in the local cache (what an
+    offline load needs first)."""
     from huggingface_hub import try_to_load_from_cache
 
-    try:
-        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision or "main")
-    except ValueError:  # not a valid repository id (HFValidationError)
-        return False
-    return isinstance(found, str)
+    for filename in ("config.json", "adapter_config.json"):
+        try:
+            found = try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir, revision=revision or "main")
+        except ValueError:  # not a valid repository id (HFValidationError)
+            return False
+        if isinstance(found, str):
+            return True
+    return False
 
 
 def check_model_source(field: str, path: str, recipe: str | None = None, cache_dir: str | None = None,

@@ -33,7 +33,6 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-import ot
 import torch
 import torch.nn.functional as F
 
@@ -79,6 +78,8 @@ def earth_movers_flow(student_weights, teacher_weights, cost: torch.Tensor) -> t
     for name, mass in (("student_weights", a), ("teacher_weights", b)):
         if (mass < 0).any() or mass.sum() <= 0:
             raise ValueError(f"{name}={mass.tolist()} must be non-negative with a positive sum.")
+    import ot  # POT pulls in scipy and more: loaded when a transport is first solved, not at import
+
     flow, log = ot.emd(a / a.sum(), b / b.sum(), matrix, log=True)
     if log.get("warning"):
         warnings.warn(f"ot.emd: {log['warning']}", RuntimeWarning, stacklevel=2)

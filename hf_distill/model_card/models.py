@@ -8,7 +8,9 @@ from typing import Any
 
 from ..wrappers import unwrap_model
 
-__all__ = ["architecture", "backbone_config", "display_name", "human", "is_hub_id", "num_layers", "parameters"]
+ADAPTER_PATH = "adapter_name_or_path"  # set on a PEFT teacher by the loader: where its adapter came from
+__all__ = ["ADAPTER_PATH", "architecture", "backbone_config", "display_name", "display_path", "human", "is_hub_id",
+           "num_layers", "parameters"]
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 PEFT_NAMES = {"LORA": "LoRA", "ADALORA": "AdaLoRA", "LOHA": "LoHa", "LOKR": "LoKr", "IA3": "IA3", "DORA": "DoRA"}
@@ -20,9 +22,16 @@ def is_hub_id(name: str | None) -> bool:
 
 
 def display_name(model) -> str:
-    """The model's `name_or_path` as the card may show it: a Hub id as is, a local path by its folder name only."""
+    """The model's `name_or_path` as the card may show it: a Hub id as is, a local path by its folder name only.
+    A PEFT adapter teacher (`ADAPTER_PATH` set when it was loaded) is named by its adapter and its base."""
     config = getattr(unwrap_model(model), "config", None)
-    name = str(getattr(config, "_name_or_path", "") or getattr(config, "name_or_path", "") or "")
+    name = display_path(str(getattr(config, "_name_or_path", "") or getattr(config, "name_or_path", "") or ""))
+    adapter = getattr(model, ADAPTER_PATH, None)
+    return f"{display_path(adapter)} (a PEFT adapter on {name or 'an unnamed base'})" if adapter else name
+
+
+def display_path(name: str) -> str:
+    """A Hub id as is; a local path by its folder name only (a card never shows an absolute path)."""
     if not name or is_hub_id(name):
         return name
     if os.path.isabs(name) or os.path.exists(name):

@@ -84,7 +84,9 @@ def test_lora_teacher_folder_loads_onto_its_base(cli_assets, lora_teacher, tmp_p
         torch.testing.assert_close(value, merged[key], msg=key)
     assert not torch.equal(saved["backbone.encoder.layer.0.attention.self.query.weight"],
                            base["backbone.encoder.layer.0.attention.self.query.weight"])
-    assert "teacher 0 is a PEFT model" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    named = f"adapter (a PEFT adapter on {os.path.basename(cli_assets['teacher'])})"
+    assert "teacher 0 is a PEFT model" in card and named in card
 
     # labelled once by the adapter teacher (precomputed logits) for a Siamese LoRA student
     out = tmp_path / "siamese"
@@ -94,6 +96,7 @@ def test_lora_teacher_folder_loads_onto_its_base(cli_assets, lora_teacher, tmp_p
     assert type(AutoModel.from_pretrained(out)) is SiameseModel
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     assert any("soft" in entry for entry in history)
+    assert named in (out / "README.md").read_text()  # recorded by the labelling, the teacher gone by then
 
 
 def get_peft_model_merged(base: str, adapter: str) -> dict[str, torch.Tensor]:
