@@ -17,7 +17,7 @@ import random  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from transformers import BertConfig, BertTokenizerFast  # noqa: E402
+from transformers import BertConfig, BertModel, BertTokenizerFast  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -47,6 +47,16 @@ PAIRS = [
     ("the dog runs in the park", "a cat sits on a chair at night"),
     ("a woman is eating bread", "the woman eats food"),
 ]
+# TrainingArguments every tiny training test shares: CPU, seeded, a log line per step, nothing saved or reported.
+QUIET_CPU_TRAINING = dict(
+    per_device_train_batch_size=8,
+    logging_steps=1,
+    save_strategy="no",
+    report_to="none",
+    use_cpu=True,
+    disable_tqdm=True,
+    seed=0,
+)
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -103,6 +113,20 @@ def make_cross_encoder(
     model = CrossEncoderModel(config)
     model.tokenizer = tokenizer
     return model.eval()
+
+
+def save_backbone_and_teacher(root, tokenizer, backbone_layers: int, teacher_layers: int):
+    """Save a random tiny BERT backbone (pooler and tokenizer included) and a cross-encoder teacher under `root`.
+
+    The two checkpoints a CLI run starts from; returns their folders (`root/backbone`, `root/teacher`).
+    """
+    seed_everything(0)
+    backbone = root / "backbone"
+    BertModel(make_bert_config(backbone_layers), add_pooling_layer=True).save_pretrained(backbone)
+    tokenizer.save_pretrained(backbone)
+    teacher = root / "teacher"
+    make_cross_encoder(tokenizer, num_layers=teacher_layers, seed=1).save_pretrained(teacher)
+    return backbone, teacher
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from hf_distill.cli import (
     parse_train_config,
 )
 
-from .conftest import WORDS, make_bert_config, make_cross_encoder, seed_everything
+from .conftest import WORDS, make_bert_config, save_backbone_and_teacher
 
 FAST = ["--max_steps", "2", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8",
         "--report_to", "none", "--save_strategy", "no", "--use_cpu", "true", "--disable_tqdm", "true"]
@@ -61,12 +61,7 @@ def _recipe(path, **settings) -> str:
 def assets(tmp_path_factory, tiny_tokenizer):
     """A plain tiny BERT backbone, a saved 4-layer cross-encoder teacher, and jsonl / csv data folders."""
     root = tmp_path_factory.mktemp("cli")
-    seed_everything(0)
-    backbone = root / "backbone"
-    BertModel(make_bert_config(2), add_pooling_layer=True).save_pretrained(backbone)
-    tiny_tokenizer.save_pretrained(backbone)
-    teacher = root / "teacher"
-    make_cross_encoder(tiny_tokenizer, num_layers=4, seed=1).save_pretrained(teacher)
+    backbone, teacher = save_backbone_and_teacher(root, tiny_tokenizer, backbone_layers=2, teacher_layers=4)
 
     jsonl = root / "jsonl"
     jsonl.mkdir()

@@ -14,18 +14,12 @@ from hf_distill.callbacks import CostAttentionCallback
 from hf_distill.losses import EMDLayerLoss
 from hf_distill.methods import bert_emd, dvbert, simplified_tinybert, virt
 from hf_distill.trainer import DISTILLATION_STATE_NAME
-from tests.conftest import make_cross_encoder, make_siamese
+from tests.conftest import QUIET_CPU_TRAINING, make_cross_encoder, make_siamese
 from tests.test_trainer import pair_dataset
 
 TRAINING = dict(
-    per_device_train_batch_size=8,
+    QUIET_CPU_TRAINING,
     learning_rate=2e-3,
-    logging_steps=1,
-    save_strategy="no",
-    report_to="none",
-    use_cpu=True,
-    disable_tqdm=True,
-    seed=0,
     max_length=24,
     warmup_steps=0,
     lr_scheduler_type="constant",

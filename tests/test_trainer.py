@@ -14,7 +14,7 @@ from hf_distill.losses.logits import hard_loss, soft_loss
 from hf_distill.teachers import add_teacher_logits
 from hf_distill.trainer import DistillationTrainer
 from hf_distill.training_args import DistillationArguments
-from tests.conftest import WORDS, make_cross_encoder, make_siamese
+from tests.conftest import QUIET_CPU_TRAINING, WORDS, make_cross_encoder, make_siamese
 
 
 def pair_dataset(n: int = 32, regression: bool = False, seed: int = 0) -> Dataset:
@@ -32,19 +32,7 @@ def pair_dataset(n: int = 32, regression: bool = False, seed: int = 0) -> Datase
 
 
 def make_args(tmp_path, **overrides) -> DistillationArguments:
-    values = dict(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=8,
-        max_steps=4,
-        learning_rate=1e-3,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,
-        seed=0,
-        max_length=32,
-    )
+    values = dict(QUIET_CPU_TRAINING, output_dir=str(tmp_path / "out"), max_steps=4, learning_rate=1e-3, max_length=32)
     values.update(overrides)
     return DistillationArguments(**values)
 

@@ -120,6 +120,37 @@ def capture_queries_keys(backbone: PreTrainedModel) -> Iterator[dict[str, list[t
             handle.remove()
 
 
+def run_backbone(
+    backbone: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    token_type_ids: torch.Tensor | None = None,
+    output_hidden_states: bool | None = False,
+    output_attentions: bool | None = False,
+    output_query_key: bool = False,
+) -> tuple[torch.Tensor, dict[str, tuple[torch.Tensor, ...] | None]]:
+    """One backbone pass: the last hidden state and the internals asked for, None where not asked.
+
+    Both students read the same internals (hidden_states, attentions, query_states, key_states);
+    the dict's keys are their output fields.
+    """
+    if output_attentions:
+        require_eager_attention(backbone)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if token_type_ids is not None:
+        inputs["token_type_ids"] = token_type_ids
+    capture = capture_queries_keys(backbone) if output_query_key else contextlib.nullcontext()
+    with capture as record:
+        out = backbone(**inputs, output_hidden_states=output_hidden_states, output_attentions=output_attentions, return_dict=True)
+    internals = {
+        "hidden_states": out.hidden_states if output_hidden_states else None,
+        "attentions": out.attentions if output_attentions else None,
+        "query_states": tuple(record["queries"]) if record else None,
+        "key_states": tuple(record["keys"]) if record else None,
+    }
+    return out.last_hidden_state, internals
+
+
 def detach_pooler(backbone: PreTrainedModel) -> dict | None:
     """Remove the backbone's pooler (unused pooler weights break DDP); return its dense weights if any."""
     pooler = getattr(backbone, "pooler", None)

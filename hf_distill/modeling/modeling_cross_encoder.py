@@ -5,7 +5,6 @@ Self-contained (relative imports only) so a saved model loads with ``trust_remot
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 from collections.abc import Sequence
@@ -20,11 +19,10 @@ from .configuration_hf_distill import CrossEncoderConfig
 from .modeling_common import (
     TokenizerCarryingModel,
     build_backbone,
-    capture_queries_keys,
     detach_pooler,
     keep_layers,
     model_type_of,
-    require_eager_attention,
+    run_backbone,
     task_loss,
 )
 
@@ -155,28 +153,21 @@ class CrossEncoderModel(TokenizerCarryingModel):
         return_dict: bool = True,
         **_unused,
     ) -> CrossEncoderOutput:
-        if output_attentions:
-            require_eager_attention(self.backbone)
-        kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-        capture = capture_queries_keys(self.backbone) if output_query_key else contextlib.nullcontext()
-        with capture as record:
-            out = self.backbone(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                output_hidden_states=bool(output_hidden_states),
-                output_attentions=bool(output_attentions),
-                return_dict=True,
-                **kwargs,
-            )
-        logits, pooled = self.head(out.last_hidden_state[:, 0])
+        last_hidden_state, internals = run_backbone(
+            self.backbone,
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            output_hidden_states=bool(output_hidden_states),
+            output_attentions=bool(output_attentions),
+            output_query_key=output_query_key,
+        )
+        logits, pooled = self.head(last_hidden_state[:, 0])
         return CrossEncoderOutput(
             loss=task_loss(logits, labels) if labels is not None else None,
             logits=logits,
             pooled=pooled,
-            hidden_states=out.hidden_states if output_hidden_states else None,
-            attentions=out.attentions if output_attentions else None,
-            query_states=tuple(record["queries"]) if record else None,
-            key_states=tuple(record["keys"]) if record else None,
+            **internals,
         )
 
     @torch.inference_mode()

@@ -5,7 +5,6 @@ Self-contained (relative imports only) so a saved model loads with ``trust_remot
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,11 +19,10 @@ from .configuration_hf_distill import SiameseConfig
 from .modeling_common import (
     TokenizerCarryingModel,
     build_backbone,
-    capture_queries_keys,
     detach_pooler,
     model_type_of,
     pool_tokens,
-    require_eager_attention,
+    run_backbone,
     task_loss,
 )
 from .virt_interaction import VirtInteraction
@@ -160,30 +158,19 @@ class SiameseModel(TokenizerCarryingModel):
         output_query_key: bool = False,
     ) -> SiameseEncoding:
         """Encode one side alone and pool it."""
-        if output_attentions:
-            require_eager_attention(self.backbone)
-        kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-        capture = capture_queries_keys(self.backbone) if output_query_key else contextlib.nullcontext()
-        with capture as record:
-            out = self.backbone(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                output_hidden_states=output_hidden_states,
-                output_attentions=output_attentions,
-                return_dict=True,
-                **kwargs,
-            )
-        embeddings = pool_tokens(out.last_hidden_state, attention_mask, self.config.pooling)
+        last_hidden_state, internals = run_backbone(
+            self.backbone,
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            output_query_key=output_query_key,
+        )
+        embeddings = pool_tokens(last_hidden_state, attention_mask, self.config.pooling)
         if self.output_projection is not None:
             embeddings = self.output_projection(embeddings)
-        return SiameseEncoding(
-            embeddings=embeddings,
-            last_hidden_state=out.last_hidden_state,
-            hidden_states=out.hidden_states if output_hidden_states else None,
-            attentions=out.attentions if output_attentions else None,
-            query_states=tuple(record["queries"]) if record else None,
-            key_states=tuple(record["keys"]) if record else None,
-        )
+        return SiameseEncoding(embeddings=embeddings, last_hidden_state=last_hidden_state, **internals)
 
     def score(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
         """Apply the head to two embeddings: class logits (B, C) or cosine (B, 1).

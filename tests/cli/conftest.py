@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from transformers import BertForMaskedLM, BertModel
+from transformers import BertForMaskedLM
 
-from ..conftest import WORDS, make_bert_config, make_cross_encoder, seed_everything
+from ..conftest import WORDS, make_bert_config, save_backbone_and_teacher
 
 FAST = ["--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8", "--report_to", "none",
         "--use_cpu", "true", "--disable_tqdm", "true", "--max_length", "32"]
@@ -55,12 +55,7 @@ def cli_assets(tmp_path_factory, tiny_tokenizer) -> dict[str, str]:
     """A tiny backbone, a saved 2-layer teacher, a tiny masked LM, train/validation files and a transfer file
     whose text columns are named `a` and `b`."""
     root = tmp_path_factory.mktemp("cli_assets")
-    seed_everything(0)
-    backbone = root / "backbone"
-    BertModel(make_bert_config(1), add_pooling_layer=True).save_pretrained(backbone)
-    tiny_tokenizer.save_pretrained(backbone)
-    teacher = root / "teacher"
-    make_cross_encoder(tiny_tokenizer, num_layers=2, seed=1).save_pretrained(teacher)
+    backbone, teacher = save_backbone_and_teacher(root, tiny_tokenizer, backbone_layers=1, teacher_layers=2)
     masked_lm = root / "masked_lm"
     BertForMaskedLM(make_bert_config(1)).save_pretrained(masked_lm)
     tiny_tokenizer.save_pretrained(masked_lm)
