@@ -114,6 +114,8 @@ def teacher_folder(opts) -> Path:
     folder = CACHE / "teachers" / f"ranking-groups-{opts.teacher_backbone}-wikiqa"
     if not (folder / "config.json").exists():
         extra = ["--max_steps", "8"] if SMOKE else []
+        if any(folder.glob("checkpoint-*")):  # a run cut short goes on from its last epoch's checkpoint
+            extra += ["--resume_from_checkpoint", "last"]
         cli_train("teacher/wikiqa.yaml", folder, ["--model_name_or_path", backbone(opts.teacher_backbone),
                                                   "--seed", "42", "--retrieval_eval_dirs", "null", *extra])
     return folder
