@@ -231,12 +231,15 @@ def run(opts) -> None:
             if opts.max_rows:
                 data = {k: v.select(range(min(opts.max_rows, len(v)))) for k, v in data.items()}
             teacher, digest, teacher_value = teacher_for(task, data)
+            stop = STOP_METRIC[task]  # the teacher's test value of the metric students stop on, when it is another
+            teacher_stop = evaluate(teacher, data["test"], task, metric=stop) if stop != TASKS[task][4] else teacher_value
             print(f"[{task}] teacher {TASKS[task][4]} {teacher_value:.2f} (test), sha256 {digest[:12]}", flush=True)
-            loaded[task] = (data, teacher, digest, teacher_value, training_sets(task, data, teacher, augment_n(opts, task)))
-        data, teacher, digest, teacher_value, sets = loaded[task]
+            loaded[task] = (data, teacher, digest, teacher_value, teacher_stop,
+                            training_sets(task, data, teacher, augment_n(opts, task)))
+        data, teacher, digest, teacher_value, teacher_stop, sets = loaded[task]
         result = train_arm(task, arm, layers, seed, teacher, sets, data, opts)
         row = dict(task=task, metric=TASKS[task][4], student_layers=layers, arm=arm, seed=seed, teacher_value=teacher_value,
-                   teacher_sha256=digest, augment_n=augment_n(opts, task), augment_change="one", lr=opts.lr,
+                   teacher_test_stop_metric=teacher_stop, teacher_sha256=digest, augment_n=augment_n(opts, task), augment_change="one", lr=opts.lr,
                    eval_every=opts.eval_every, patience=opts.patience, budget_epochs=opts.budget_epochs,
                    machine=machine(), **result)
         append_row(row, command, opts.results)
