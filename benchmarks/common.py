@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import ctypes
 import gc
+import hashlib
 import json
 import os
 import platform
@@ -279,6 +280,15 @@ def cpu_model() -> str:
     flags = _cpu_flags(info)
     widest = next((label for flag, label in (("amx_tile", "AMX"), ("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags), "no AVX2")
     return f"{name} ({widest})"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file (a teacher's model.safetensors): rows carry it so mixed teachers are visible."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def machine() -> str:

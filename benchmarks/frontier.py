@@ -27,7 +27,6 @@ runs finish; rows already there are skipped, so the run can stop and go on.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shlex
 import shutil
@@ -35,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import CACHE, DATA, REPO, RESULTS, label_maps, machine, minilm_dir, run_arguments, smoke_option
+from common import CACHE, DATA, REPO, RESULTS, file_sha256, label_maps, machine, minilm_dir, run_arguments, smoke_option
 
 from hf_distill import CrossEncoderModel
 from hf_distill.augmentation import augment_pairs
@@ -80,14 +79,6 @@ def load_splits(task: str):
     return data
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def arguments(output_dir: str, task: str, seed: int, **extra):
     columns, label_column, _, label_scale, _, _, _ = TASKS[task]
     return run_arguments(output_dir, extra.pop("epochs", 1.0), extra.pop("lr", 1e-4), seed, columns, label_column,
@@ -118,7 +109,7 @@ def teacher_for(task: str, data) -> tuple[CrossEncoderModel, str, float]:
         teacher.save_pretrained(folder)
         shutil.rmtree(folder / "run", ignore_errors=True)
     teacher = CrossEncoderModel.from_pretrained(folder)
-    return teacher, sha256(folder / "model.safetensors"), evaluate(teacher, data["test"], task)
+    return teacher, file_sha256(folder / "model.safetensors"), evaluate(teacher, data["test"], task)
 
 
 def training_sets(task: str, data, teacher, augment_n: int) -> dict:

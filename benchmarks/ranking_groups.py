@@ -40,7 +40,7 @@ if SMOKE:  # before `common` reads them: data, caches and outputs in the smoke w
     os.environ["HF_DISTILL_DATA"], os.environ["HF_DISTILL_CACHE"] = str(WORLD.data), str(WORLD.cache)
 
 import numpy as np  # noqa: E402
-from common import CACHE, DATA, REPO, machine, minilm_dir, mpnet_dir, timed  # noqa: E402
+from common import CACHE, DATA, REPO, file_sha256, machine, minilm_dir, mpnet_dir, timed  # noqa: E402
 from ranking_groups_render import render  # noqa: E402
 
 RESULTS = WORLD.results if SMOKE else REPO / "benchmarks" / "results"
@@ -177,10 +177,10 @@ def references(results: Results, sets: dict, teacher, opts) -> None:
                                                                                 name="dl19", first_stage=True)()})
     for name in ("minilm", "mpnet"):
         label = f"bi-encoder {name} (zero-shot)"
-        if not results.has(model=label):
+        if not results.has(model=label, teacher_sha256=opts.teacher_sha256):  # its speed-up is over this teacher
             model = SiameseModel.from_backbone(backbone(name), pooling="mean", head="none").eval()
             speed = speed_up(model, teacher, sets["dl19"][0], opts.max_length, opts.rounds)
-            results.add({"model": label, "kind": "reference", "speed_up": speed,
+            results.add({"model": label, "kind": "reference", "speed_up": speed, "teacher_sha256": opts.teacher_sha256,
                          **evaluate(model, sets, opts.max_length, dense=True)})
 
 
@@ -190,7 +190,7 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
     plan += [(None, SIAMESE_ARM)] if opts.siamese else []
     for seed in opts.seeds:  # seeds outermost: a cut-short run still has every arm
         for layers, arm in plan:
-            if results.has(arm=arm, layers=layers, seed=seed):
+            if results.has(arm=arm, layers=layers, seed=seed, teacher_sha256=opts.teacher_sha256):
                 continue
             recipe, extra = RECIPES[arm]
             depth = ["--num_student_layers", str(layers)] if layers else ["--model_name_or_path", backbone("minilm")]
@@ -201,7 +201,7 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
             student = load(out)
             speed = speed_up(student, teacher, sets["dl19"][0], opts.max_length, opts.rounds)
             row = {"model": f"{arm}, {layers or 6} layers", "kind": "student", "arm": arm, "layers": layers, "seed": seed,
-                   "train_seconds": seconds, "speed_up": speed}
+                   "teacher_sha256": opts.teacher_sha256, "train_seconds": seconds, "speed_up": speed}
             results.add({**row, **evaluate(student, sets, opts.max_length, dense=layers is None)})
 
 
@@ -228,9 +228,10 @@ def main() -> None:
     sets = collections()
     folder = teacher_folder(opts)
     teacher = load(folder)
-    if not results.has(kind="teacher", teacher=str(folder)):
+    opts.teacher_sha256 = file_sha256(folder / "model.safetensors")  # in every row that depends on the teacher
+    if not results.has(kind="teacher", teacher_sha256=opts.teacher_sha256):
         results.add({"model": f"teacher ({opts.teacher_backbone} cross-encoder)", "kind": "teacher", "teacher": str(folder),
-                     "speed_up": 1.0, **evaluate(teacher, sets, opts.max_length, dense=False)})
+                     "teacher_sha256": opts.teacher_sha256, "speed_up": 1.0, **evaluate(teacher, sets, opts.max_length, dense=False)})
     references(results, sets, teacher, opts)
     student_runs(results, sets, teacher, folder, opts)
     print(render(RESULTS / f"{NAME}.json", DOCS / "ranking.md", DOCS / "ranking_quality_speed.png"))

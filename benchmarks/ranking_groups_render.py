@@ -125,6 +125,18 @@ def picture(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def teachers_line(rows: list[dict]) -> str:
+    """Which teacher (sha256 of its weights) the teacher-dependent rows used, so mixed teachers show."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.get("kind") != "reference" or "speed_up" in row:
+            sha = row.get("teacher_sha256")
+            name = f"{sha[:12]}…" if sha else "not recorded"
+            counts[name] = counts.get(name, 0) + 1
+    return "Teacher weights (sha256) of the rows that depend on the teacher: " + ", ".join(
+        f"{sha} ({n} rows)" for sha, n in counts.items()) + "."
+
+
 def render(results: Path, page: Path, image: Path) -> str:
     """Write `page` (markdown) and `image` (PNG) from the results JSON; returns the page."""
     payload = json.loads(results.read_text())
@@ -137,7 +149,7 @@ def render(results: Path, page: Path, image: Path) -> str:
         "scored on WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot); values x100, mean ± std over seeds. "
         "Dense retrieval searches DL19's BM25 candidate pool (4,297 passages) by cosine. Speed-up: the same DL19 "
         "pairs re-ranked in turns with the teacher (a bi-encoder embeds the query and every passage).", "",
-        *table(rows), "", "## Targets", "", *targets(rows), "", f"![quality against speed-up]({image.name})", "",
+        teachers_line(rows), "", *table(rows), "", "## Targets", "", *targets(rows), "", f"![quality against speed-up]({image.name})", "",
     ])
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(text)
