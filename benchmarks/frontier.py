@@ -13,7 +13,8 @@ teacher per task (cached outside git; its sha256 in every row), and students cut
 Every arm of a (task, depth) gets the same initialisation and the same step budget (`--budget_epochs`
 over the augmented set), evaluates on the validation split every `--eval_every` steps, stops early
 after `--patience` evaluations without improvement (on `STOP_METRIC`: accuracy for MRPC, whose F1 rewards
-calling every pair a paraphrase), keeps its best checkpoint, and is scored on the test split (SNLI: trained on its validation split less a held-out 1,000 pairs, stopped on those).
+calling every pair a paraphrase), keeps its best checkpoint, and is scored on the test split (SNLI: trained
+on its validation split less a held-out 1,000 pairs, stopped on those).
 The speed-up over the teacher is measured in the same run (batch 32, sequence 128, padded).
 
 One row per (task, student_layers, arm, seed) is appended to benchmarks/results/frontier.json as
@@ -85,16 +86,17 @@ def arguments(output_dir: str, task: str, seed: int, **extra):
                          label_scale=label_scale, **extra)
 
 
-def evaluate(model, dataset, task: str, seed: int = 0, metric: str | None = None) -> float:
-    """The task metric (or `metric`) x100 of `model` on `dataset`."""
-    metric = metric or TASKS[task][4]
+def evaluate(model, dataset, task: str, seed: int = 0) -> tuple[float, float]:
+    """The task metric and the early-stopping metric (`STOP_METRIC`) x100 of `model` on `dataset`, one pass."""
     trainer = DistillationTrainer(model=model, args=arguments(str(CACHE / "frontier" / "eval"), task, seed),
                                   compute_metrics=compute_metrics_for(model.config.num_labels))
-    return 100 * trainer.evaluate(dataset)[f"eval_{metric}"]
+    metrics = trainer.evaluate(dataset)
+    return 100 * metrics[f"eval_{TASKS[task][4]}"], 100 * metrics[f"eval_{STOP_METRIC[task]}"]
 
 
-def teacher_for(task: str, data) -> tuple[CrossEncoderModel, str, float]:
-    """The task's teacher (trained once with seed 42, fixed epochs), its weights' sha256 and test value."""
+def teacher_for(task: str, data) -> tuple[CrossEncoderModel, str, tuple[float, float]]:
+    """The task's teacher (trained once with seed 42, fixed epochs), its weights' sha256 and its test values
+    (task metric, stopping metric)."""
     folder = CACHE / "frontier" / "teachers" / task
     if not (folder / "model.safetensors").exists():
         _, _, num_labels, _, _, _, epochs = TASKS[task]
@@ -157,8 +159,7 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
     for model in (trainer.model, teacher):
         model.set_attn_implementation("sdpa")  # speed and test value with the fast attention, for every arm
     best = trainer.state.best_metric
-    value = evaluate(trainer.model, data["test"], task, seed)
-    stop_value = evaluate(trainer.model, data["test"], task, seed, metric) if metric != TASKS[task][4] else value
+    value, stop_value = evaluate(trainer.model, data["test"], task, seed)
     speed = speed_of(trainer.model, teacher, list(zip(*(data["test"][c][:256] for c in TASKS[task][0]))), opts.speed_seconds)
     shutil.rmtree(folder, ignore_errors=True)  # checkpoints served their purpose
     return dict(value=value, stop_metric=metric, test_stop_metric=stop_value,
@@ -221,17 +222,15 @@ def run(opts) -> None:
             data = load_splits(task)
             if opts.max_rows:
                 data = {k: v.select(range(min(opts.max_rows, len(v)))) for k, v in data.items()}
-            teacher, digest, teacher_value = teacher_for(task, data)
-            stop = STOP_METRIC[task]  # the teacher's test value of the metric students stop on, when it is another
-            teacher_stop = evaluate(teacher, data["test"], task, metric=stop) if stop != TASKS[task][4] else teacher_value
+            teacher, digest, (teacher_value, teacher_stop) = teacher_for(task, data)
             print(f"[{task}] teacher {TASKS[task][4]} {teacher_value:.2f} (test), sha256 {digest[:12]}", flush=True)
             loaded[task] = (data, teacher, digest, teacher_value, teacher_stop,
                             training_sets(task, data, teacher, augment_n(opts, task)))
         data, teacher, digest, teacher_value, teacher_stop, sets = loaded[task]
         result = train_arm(task, arm, layers, seed, teacher, sets, data, opts)
         row = dict(task=task, metric=TASKS[task][4], student_layers=layers, arm=arm, seed=seed, teacher_value=teacher_value,
-                   teacher_test_stop_metric=teacher_stop, teacher_sha256=digest, augment_n=augment_n(opts, task), augment_change="one", lr=opts.lr,
-                   eval_every=opts.eval_every, patience=opts.patience, budget_epochs=opts.budget_epochs,
+                   teacher_test_stop_metric=teacher_stop, teacher_sha256=digest, augment_n=augment_n(opts, task),
+                   augment_change="one", lr=opts.lr, eval_every=opts.eval_every, patience=opts.patience, budget_epochs=opts.budget_epochs,
                    machine=machine(), **result)
         append_row(row, command, opts.results)
         share = 100 * row["value"] / teacher_value if teacher_value else float("nan")

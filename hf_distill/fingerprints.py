@@ -17,6 +17,7 @@ import torch
 
 __all__ = ["fingerprint", "tokenizer_digest", "weights_digest"]
 
+
 def fingerprint(*parts: Any, length: int = 32) -> str:
     """A hex digest of the `repr` of `parts` (the values must have a stable repr)."""
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:length]

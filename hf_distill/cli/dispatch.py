@@ -38,10 +38,16 @@ DEBUG_FLAG = "--debug"
 # commands that load models: the console script registers hf_distill's models with AutoModel for them
 MODEL_COMMANDS = ("train", "evaluate", "label", "sts-eval", "quickstart", "export")
 
+
+def _asks_help(rest: list[str]) -> bool:
+    """`hf-distill COMMAND --help`: answered from the fields alone, loading no model code."""
+    return bool(rest) and rest[0] in ("-h", "--help")
+
+
 def _run_recipe(command: str, rest: list[str]) -> int:
     from .recipes import parse_train_config, print_fields_help
 
-    if rest and rest[0] in ("-h", "--help"):  # the fields only: no model code, no data code
+    if _asks_help(rest):  # the fields only: no model code, no data code
         print_fields_help(command)
         return 0
     from .recipe_task import recipe_task, run_embedding_task
@@ -66,7 +72,7 @@ def _evaluate(rest: list[str]) -> int:
 def _label(rest: list[str]) -> int:
     from . import label_command
 
-    if rest and rest[0] in ("-h", "--help"):
+    if _asks_help(rest):
         print(f"{label_command.USAGE}\n\n{label_command.__doc__.strip()}")
         return 0
     label_command.label(rest)
@@ -157,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             close = difflib.get_close_matches(command, list(COMMANDS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown command {command!r}{hint}\n{USAGE}")
-        if command in MODEL_COMMANDS and not (rest and rest[0] in ("-h", "--help")):
+        if command in MODEL_COMMANDS and not (_asks_help(rest)):
             importlib.import_module("hf_distill.modeling")  # registers the models (lazy in the console script)
         return COMMANDS[command](rest)
     except (ConfigError, ValueError) as error:

@@ -16,6 +16,7 @@ import logging
 from .errors import ConfigError
 from .tasks import check_task
 
+
 def recipe_task(argv: list[str]) -> str:
     """The task of `RECIPE.yaml [--field value ...]`: `--task`, else the recipe's `task`, else 'pairs'."""
     from .recipes import load_recipe, parse_overrides
