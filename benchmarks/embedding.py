@@ -144,19 +144,26 @@ def layers_of(model: SiameseModel) -> int:
 
 
 # ---------------------------------------------------------------------------- training
-def train(w: World, student: str, loss: str, seed: int, opts) -> SiameseModel:
-    """One recipe run (offline teacher embeddings, cached across runs); the trained student."""
+def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseModel, dict]:
+    """One recipe run (offline teacher embeddings, cached across runs; early stopping on STS-B validation, as the
+    recipe says; a run cut short goes on from its last checkpoint): the trained student and how it trained."""
     recipe = RECIPES / STUDENTS[student][0]
     out = w.cache / "embedding_runs" / f"{student}-{loss}-{seed}"
     argv = [str(recipe), "--teacher_name_or_path", w.teacher, "--model_name_or_path", w.minilm, "--sentence_dir", str(w.data),
             "--output_dir", str(out), "--seed", str(seed), "--cache_dir", str(w.cache / "embedding_sentences"),
-            "--sts_eval_files", "null", "--save_strategy", "no", "--disable_tqdm", "true", "--use_cpu", str(not torch.cuda.is_available())]
+            "--sts_eval_files", str(w.data / "stsb" / "validation.jsonl"),  # the stopping metric; test is scored here
+            "--disable_tqdm", "true", "--use_cpu", str(not torch.cuda.is_available())]
     argv += [t for key, value in LOSSES[loss].items() for t in (f"--{key}", str(value))]
     extra = {"num_train_epochs": opts.epochs, "learning_rate": opts.lr, "per_device_train_batch_size": opts.batch,
-             "max_train_sentences": opts.max_train_sentences, "max_steps": opts.max_steps, "max_length": opts.max_length}
+             "max_train_sentences": opts.max_train_sentences, "max_steps": opts.max_steps, "max_length": opts.max_length,
+             "eval_steps": opts.eval_steps, "save_steps": opts.eval_steps,
+             "resume_from_checkpoint": "last" if any(out.glob("checkpoint-*")) else None}
     argv += [t for key, value in extra.items() if value is not None for t in (f"--{key}", str(value))]
-    run_embedding_recipe(*parse_embedding_recipe(argv))
-    return SiameseModel.from_pretrained(str(out))
+    metrics = run_embedding_recipe(*parse_embedding_recipe(argv))
+    state = json.loads((out / "trainer_state.json").read_text())
+    trained = dict(steps=state["global_step"], epochs=round(state["epoch"], 3), train_sentences=metrics["train_sentences"],
+                   validation_best=state.get("best_metric"), train_seconds=round(metrics["train_runtime"], 1))
+    return SiameseModel.from_pretrained(str(out)), trained
 
 
 # ---------------------------------------------------------------------------- the rows
@@ -181,13 +188,13 @@ def run(w: World, opts) -> dict:
         if (name, None, None) not in done:
             model = build()
             _append(results, path, dict(model=name, layers=layers_of(model), **scorer(model)), scorer.speed(teacher))
-    for student in opts.students:
-        for loss in opts.losses:
-            for seed in opts.seeds:
+    for seed in opts.seeds:  # seeds outermost: a run cut short has covered every (student, loss) once
+        for student in opts.students:
+            for loss in opts.losses:
                 name = f"distilled {student}"
                 if (name, loss, seed) not in done:
-                    model = train(w, student, loss, seed, opts)
-                    row = dict(model=name, layers=layers_of(model), loss=loss, seed=seed, **scorer(model))
+                    model, trained = train(w, student, loss, seed, opts)
+                    row = dict(model=name, layers=layers_of(model), loss=loss, seed=seed, **trained, **scorer(model))
                     _append(results, path, row, scorer.speed(teacher))
     return results
 
@@ -272,12 +279,13 @@ def main() -> None:
     parser.add_argument("--max-train-sentences", type=int, default=None, dest="max_train_sentences")
     parser.add_argument("--max-steps", type=int, default=None, dest="max_steps")
     parser.add_argument("--max-length", type=int, default=None, dest="max_length")
+    parser.add_argument("--eval-steps", type=int, default=None, dest="eval_steps", help="override the recipes' eval_steps (and save_steps)")
     parser.add_argument("--speed-sentences", type=int, default=512, dest="speed_sentences")
     parser.add_argument("--render", action="store_true", help="only write docs/results/embedding.md from the JSON")
     parser.add_argument("--smoke", action="store_true", help="tiny random models and data (benchmarks/smoke.py), seconds")
     opts = parser.parse_args()
     if opts.smoke:
-        parser.set_defaults(seeds=[1], max_steps=2, max_length=32, batch=8, speed_sentences=16)
+        parser.set_defaults(seeds=[1], max_steps=2, max_length=32, batch=8, speed_sentences=16, eval_steps=1)
         opts = parser.parse_args()
     w = world(opts.smoke)
     if not opts.render:

@@ -60,8 +60,12 @@ class EmbeddingRecipeArguments:
     normalize_embeddings: bool = field(default=False, metadata={"help": "embedding_mse compares L2-normalised embeddings."})
     similarity_kind: str = field(default="kl", metadata={"help": "similarity_structure: 'kl' (row-wise) or 'mse'."})
     similarity_temperature: float = field(default=0.05, metadata={"help": "Temperature of the row-wise KL (> 0)."})
-    sts_eval_files: list[str] | None = field(default=None, metadata={"help": "STS jsonl files scored at the end "
-                                                                            "(sentence1, sentence2, score)."})
+    sts_eval_files: list[str] | None = field(default=None, metadata={"help": "STS jsonl files scored at every evaluation "
+                                                                            "and at the end (sentence1, sentence2, score)."})
+    early_stopping_patience: int | None = field(
+        default=None, metadata={"help": "Stop after this many evaluations without a better metric_for_best_model (an STS "
+                                        "file's <folder>_<stem>_spearman_cosine, e.g. stsb_validation_spearman_cosine); "
+                                        "the best checkpoint is kept (load_best_model_at_end)."})
     cache_dir: str | None = field(default=None, metadata={"help": "Where the sentence file and its embeddings are cached "
                                                                   "(default: the datasets cache)."})
     task: str = field(default="embedding", metadata={"help": "The recipe's pipeline: 'embedding' (this one; "
@@ -75,6 +79,9 @@ class EmbeddingRecipeArguments:
             raise ConfigError(f"num_student_layers={self.num_student_layers} is not valid; give a positive number of layers.")
         if self.max_train_sentences is not None and self.max_train_sentences < 1:
             raise ConfigError(f"max_train_sentences={self.max_train_sentences} is not valid; give a positive number.")
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            raise ConfigError(f"early_stopping_patience={self.early_stopping_patience} is not valid; give a positive number "
+                              "of evaluations.")
         if isinstance(self.exclude_files, str):
             self.exclude_files = [self.exclude_files]
         if isinstance(self.sts_eval_files, str):
@@ -179,7 +186,32 @@ def _evaluators(recipe: EmbeddingRecipeArguments, training) -> list:
     from .evaluation import STSEvaluator
 
     return [STSEvaluator.from_jsonl(path, batch_size=training.per_device_eval_batch_size, max_length=training.max_length,
-                                    name=f"{Path(path).parent.name}_{Path(path).stem}") for path in recipe.sts_eval_files or []]
+                                    name=_sts_name(path)) for path in recipe.sts_eval_files or []]
+
+
+def _sts_name(path: str) -> str:
+    return f"{Path(path).parent.name}_{Path(path).stem}"
+
+
+def _early_stopping(recipe: EmbeddingRecipeArguments, training) -> list:
+    """The early-stopping callback the recipe asks for ([] when off), after checking that the run evaluates,
+    keeps its best checkpoint and stops on a metric an STS file reports."""
+    patience = recipe.early_stopping_patience
+    if not patience:
+        return []
+    what = f"early_stopping_patience={patience}"
+    if str(getattr(training.eval_strategy, "value", training.eval_strategy)) == "no":
+        raise ConfigError(f"{what} needs evaluations: set eval_strategy to 'steps' or 'epoch' (it is 'no').")
+    if not training.load_best_model_at_end:
+        raise ConfigError(f"{what} keeps the best checkpoint: set load_best_model_at_end to true (it is false).")
+    reported = [f"{_sts_name(path)}_{kind}_cosine" for path in recipe.sts_eval_files or [] for kind in ("spearman", "pearson")]
+    metric = (training.metric_for_best_model or "").removeprefix("eval_")
+    if metric not in reported:
+        raise ConfigError(f"metric_for_best_model={training.metric_for_best_model!r} is not valid with {what}; give one the "
+                          f"sts_eval_files report: {', '.join(reported) or 'none (list a validation file in sts_eval_files)'}.")
+    from transformers import EarlyStoppingCallback
+
+    return [EarlyStoppingCallback(early_stopping_patience=patience)]
 
 
 def run_embedding_recipe(recipe: EmbeddingRecipeArguments, training) -> dict[str, Any]:
@@ -195,6 +227,7 @@ def run_embedding_recipe(recipe: EmbeddingRecipeArguments, training) -> dict[str
     for path in recipe.sts_eval_files or []:
         if not Path(path).is_file():
             raise ConfigError(f"sts_eval_files: {path!r} is not a file; give jsonl files with sentence1, sentence2, score.")
+    callbacks = _early_stopping(recipe, training)
     data = _sentence_data(recipe)
     teacher = load_embedding_teacher(recipe.teacher_name_or_path, pooling=recipe.teacher_pooling)
     student = _student(recipe)
@@ -205,11 +238,12 @@ def run_embedding_recipe(recipe: EmbeddingRecipeArguments, training) -> dict[str
                                           max_length=training.max_length, device=training.device, dtype=recipe.embedding_dtype)
     online = not recipe.precompute_teacher_embeddings
     trainer = DistillationTrainer(model=student, args=training, teachers=teacher if online else None, train_dataset=data,
-                                  loss_components=components, evaluators=_evaluators(recipe, training))
+                                  loss_components=components, evaluators=_evaluators(recipe, training), callbacks=callbacks)
     if not online:  # the card names the teacher it never saw: a Hub id, or a local folder by its name only
         name = recipe.teacher_name_or_path
         trainer.model_card_data.teachers = [name if is_hub_id(name) else Path(name).name]
-    result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
+    checkpoint = training.resume_from_checkpoint  # 'last' (or 'true'): the output folder's latest checkpoint
+    result = trainer.train(resume_from_checkpoint=True if str(checkpoint).lower() in ("true", "last") else checkpoint)
     trainer.save_model()
     metrics = {**result.metrics, "train_sentences": len(data)}
     if trainer.evaluators:

@@ -439,6 +439,18 @@ class DistillationTrainer(Trainer):
             return loss, None, None
         return loss, out.logits.detach() if out.logits is not None else None, inputs.get("labels")
 
+    def _validate_args(self):
+        """`Trainer._validate_args`, except that evaluators alone may evaluate: a run from sentences (no labelled
+        eval set) can still evaluate every `eval_steps` and stop on an STS evaluator's metric."""
+        stand_in = self.eval_dataset is None and bool(self.evaluators)
+        if stand_in:
+            self.eval_dataset = ()  # not None: the check for an eval set passes; evaluate() still sees none
+        try:
+            super()._validate_args()
+        finally:
+            if stand_in:
+                self.eval_dataset = None
+
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
         """`Trainer.evaluate` on the eval set (if any), then every evaluator (STS, ranking...)."""
         metrics: dict[str, float] = {}

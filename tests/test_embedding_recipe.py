@@ -55,9 +55,10 @@ def overrides(world: Path, out: Path, *extra: str) -> list[str]:
     data = world / "data"
     return [
         "--teacher_name_or_path", str(world / "mpnet"), "--model_name_or_path", str(world / "minilm"),
-        "--sentence_dir", str(data), "--sts_eval_files", str(data / "stsb" / "test.jsonl"), "--cache_dir", str(world / "cache"),
-        "--output_dir", str(out), "--max_steps", "3", "--per_device_train_batch_size", "8", "--max_length", "32",
-        "--save_strategy", "no", "--logging_steps", "1", "--use_cpu", "true", "--teacher_batch_size", "8", *extra,
+        "--sentence_dir", str(data), "--sts_eval_files", str(data / "stsb" / "validation.jsonl"), str(data / "stsb" / "test.jsonl"),
+        "--cache_dir", str(world / "cache"), "--output_dir", str(out), "--max_steps", "3", "--per_device_train_batch_size", "8",
+        "--max_length", "32", "--eval_steps", "1", "--save_steps", "1", "--logging_steps", "1", "--use_cpu", "true",
+        "--teacher_batch_size", "8", *extra,
     ]
 
 
@@ -68,6 +69,9 @@ def test_each_recipe_runs_on_tiny_models_with_overrides(world, tmp_path, recipe)
     held_out = {s for s in texts(12, 3) + texts(12, 13)}
     assert results["train_sentences"] == len({*texts(12, 1), *texts(12, 11), *texts(12, 2), *texts(12, 12)} - held_out)
     assert "eval_stsb_test_spearman_cosine" in results
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())  # evaluated every step, stopping on validation
+    scores = [e["eval_stsb_validation_spearman_cosine"] for e in state["log_history"] if "eval_stsb_validation_spearman_cosine" in e]
+    assert len(scores) >= 3 and state["best_metric"] == max(scores[:3])
     student = AutoModel.from_pretrained(str(tmp_path / "out"))
     layers = yaml.safe_load(recipe.read_text())["num_student_layers"]
     assert student.config.encoder.num_hidden_layers == layers and student.encode(["a dog"]).shape == (1, 32)
@@ -92,3 +96,16 @@ def test_unknown_keys_and_bad_values_are_one_clear_error(world, tmp_path, capsys
     args = overrides(world, tmp_path / "out", "--embedding_mse_weight", "0")
     assert main([str(RECIPES[0]), *args]) == 2
     assert "embedding_mse_weight and similarity_structure_weight are both 0" in capsys.readouterr().err
+
+
+def test_early_stopping_needs_evaluations_and_a_reported_metric(world, tmp_path, capsys):
+    no_evaluations = overrides(world, tmp_path / "a", "--eval_strategy", "no", "--save_strategy", "no",
+                               "--load_best_model_at_end", "false")
+    assert main([str(RECIPES[0]), *no_evaluations]) == 2
+    assert "early_stopping_patience=4 needs evaluations: set eval_strategy" in capsys.readouterr().err
+    unreported = overrides(world, tmp_path / "b", "--metric_for_best_model", "stsb_dev_spearman_cosine")
+    assert main([str(RECIPES[0]), *unreported]) == 2
+    error = capsys.readouterr().err
+    assert "metric_for_best_model='stsb_dev_spearman_cosine' is not valid" in error and "stsb_validation_spearman_cosine" in error
+    with pytest.raises(ConfigError, match="early_stopping_patience=0 is not valid"):
+        parse_embedding_recipe([str(RECIPES[0]), "--early_stopping_patience", "0"])
