@@ -137,7 +137,6 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
     budget = max(1, opts.budget_epochs * len(sets["augmented+logits"]) // 16)
     layer_weights = dict(hidden_weight=opts.beta, attention_weight=opts.beta, embedding_weight=opts.beta) if settings["layers"] else {}
     folder = CACHE / "frontier" / "runs" / task / f"L{layers}" / arm.replace(" ", "_").replace("+", "plus") / str(seed)
-    shutil.rmtree(folder, ignore_errors=True)
     args = arguments(
         str(folder), task, seed, lr=opts.lr, max_steps=budget, alpha=settings["alpha"], temperature=1.0,
         eval_strategy="steps", eval_steps=opts.eval_every, save_strategy="steps", save_steps=opts.eval_every,
@@ -154,8 +153,8 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
         callbacks=[EarlyStoppingCallback(early_stopping_patience=opts.patience)],
     )
     start = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - start
+    trainer.train(resume_from_checkpoint=resumable(folder, args))
+    seconds = time.perf_counter() - start  # this process's share when resumed
     for model in (trainer.model, teacher):
         model.set_attn_implementation("sdpa")  # speed and test value with the fast attention, for every arm
     best = trainer.state.best_metric
@@ -167,6 +166,27 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
                 budget_steps=budget, train_rows=len(train), train_seconds=round(seconds, 1),
                 student_pairs_per_s=speed["student"], teacher_pairs_per_s=speed["teacher"],
                 speed_up=speed["teacher"] and speed["student"] / speed["teacher"])
+
+
+RESUME_FIELDS = ("learning_rate", "max_steps", "eval_steps", "save_steps", "seed", "alpha", "temperature",
+                 "hidden_weight", "attention_weight", "embedding_weight", "per_device_train_batch_size", "metric_for_best_model")
+
+
+def resumable(folder: Path, args) -> str | None:
+    """The run's last checkpoint when an earlier process left one with the same settings (a session cut short);
+    otherwise None, and the folder is cleared."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    if last is not None:
+        import torch
+
+        saved = torch.load(Path(last) / "training_args.bin", weights_only=False)
+        if all(getattr(saved, key, None) == getattr(args, key, None) for key in RESUME_FIELDS):
+            print(f"resuming {last}", flush=True)
+            return last
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
 
 
 def speed_of(student, teacher, pairs, seconds: float, rounds: int = 3) -> dict[str, float]:

@@ -278,3 +278,18 @@ def test_frontier(smoke):
             assert len({r["budget_steps"] for r in cell}) == 1 and all(r["steps"] <= r["budget_steps"] for r in cell)
     page = (folder / "results" / "frontier_docs" / "frontier.md").read_text()
     assert page.count("| 2 | ") == 4 * len(frontier.TASKS) and (folder / "results" / "frontier_docs" / "frontier_snli.png").exists()
+
+
+def test_frontier_resumes_a_run_only_with_its_own_settings(tmp_path):
+    """A checkpoint left by a session cut short is picked up when its settings match, cleared when they do not."""
+    import torch
+
+    frontier = _benchmark("frontier")
+    args = frontier.arguments(str(tmp_path / "run"), "stsb", 0, lr=5e-5, max_steps=100, eval_steps=25, alpha=0.5)
+    checkpoint = tmp_path / "run" / "checkpoint-50"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    torch.save(args, checkpoint / "training_args.bin")
+    assert frontier.resumable(tmp_path / "run", args) == str(checkpoint)
+    other = frontier.arguments(str(tmp_path / "run"), "stsb", 0, lr=1e-4, max_steps=100, eval_steps=25, alpha=0.5)
+    assert frontier.resumable(tmp_path / "run", other) is None and not (tmp_path / "run").exists()
