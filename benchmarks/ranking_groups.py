@@ -194,9 +194,10 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
                 continue
             recipe, extra = RECIPES[arm]
             depth = ["--num_student_layers", str(layers)] if layers else ["--model_name_or_path", backbone("minilm")]
-            out = CACHE / "runs" / NAME / (f"L{layers}" if layers else "siamese") / arm.replace(" ", "_") / str(seed)
+            out = CACHE / "runs" / NAME / opts.teacher_sha256[:12] / (f"L{layers}" if layers else "siamese") / arm.replace(" ", "_") / str(seed)
+            resume = ["--resume_from_checkpoint", "last"] if any(out.glob("checkpoint-*")) else []  # a run cut short goes on
             seconds = cli_train(recipe, out, ["--teacher_name_or_path", str(folder), "--seed", str(seed),
-                                              "--retrieval_eval_dirs", "null", *depth, *extra,
+                                              "--retrieval_eval_dirs", "null", *depth, *extra, *resume,
                                               *(["--ranking_group_size", "3"] if SMOKE and arm != "KD" else [])])
             student = load(out)
             speed = speed_up(student, teacher, sets["dl19"][0], opts.max_length, opts.rounds)
@@ -214,6 +215,8 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--teacher", default=None, help="a fine-tuned hf_distill cross-encoder (default: trained here)")
     parser.add_argument("--teacher_backbone", default="minilm", choices=["minilm", "mpnet"])
+    parser.add_argument("--teacher_description", default=None,
+                        help="how --teacher was trained, shown on the page (default: recipes/teacher/wikiqa.yaml on the backbone)")
     parser.add_argument("--max_length", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=5, help="timing rounds of each speed-up")
     parser.add_argument("--smoke", action="store_true", help="tiny random models and data in a temporary folder")
@@ -230,8 +233,10 @@ def main() -> None:
     teacher = load(folder)
     opts.teacher_sha256 = file_sha256(folder / "model.safetensors")  # in every row that depends on the teacher
     if not results.has(kind="teacher", teacher_sha256=opts.teacher_sha256):
+        trained = opts.teacher_description or f"`recipes/teacher/wikiqa.yaml` on {opts.teacher_backbone} (WikiQA train)"
         results.add({"model": f"teacher ({opts.teacher_backbone} cross-encoder)", "kind": "teacher", "teacher": str(folder),
-                     "teacher_sha256": opts.teacher_sha256, "speed_up": 1.0, **evaluate(teacher, sets, opts.max_length, dense=False)})
+                     "trained": trained, "teacher_sha256": opts.teacher_sha256, "speed_up": 1.0,
+                     **evaluate(teacher, sets, opts.max_length, dense=False)})
     references(results, sets, teacher, opts)
     student_runs(results, sets, teacher, folder, opts)
     print(render(RESULTS / f"{NAME}.json", DOCS / "ranking.md", DOCS / "ranking_quality_speed.png"))

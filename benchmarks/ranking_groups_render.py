@@ -137,6 +137,12 @@ def teachers_line(rows: list[dict]) -> str:
         f"{sha} ({n} rows)" for sha, n in counts.items()) + "."
 
 
+def teacher_trained(rows: list[dict]) -> str:
+    """How the teacher was trained, as its row says (rows from before the field: the default recipe)."""
+    teacher = next((row for row in rows if row.get("kind") == "teacher"), {})
+    return teacher.get("trained", "`recipes/teacher/wikiqa.yaml` (WikiQA train)")
+
+
 def render(results: Path, page: Path, image: Path) -> str:
     """Write `page` (markdown) and `image` (PNG) from the results JSON; returns the page."""
     payload = json.loads(results.read_text())
@@ -145,7 +151,8 @@ def render(results: Path, page: Path, image: Path) -> str:
     text = "\n".join([
         "# Re-ranking distillation over query groups (#42)", "",
         f"Command: `{payload['command']}`", "", f"Machine: {payload['machine']}", "",
-        "Every model trains on WikiQA train (students: query groups of 8, the teacher's scores precomputed once) and is "
+        f"The teacher: {teacher_trained(rows)}. The students train on WikiQA train (query groups of 8, the teacher's "
+        "scores precomputed once); every model is "
         "scored on WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot); values x100, mean ± std over seeds. "
         "Dense retrieval searches DL19's BM25 candidate pool (4,297 passages) by cosine. Speed-up: the same DL19 "
         "pairs re-ranked in turns with the teacher (a bi-encoder embeds the query and every passage).", "",
