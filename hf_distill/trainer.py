@@ -452,10 +452,22 @@ class DistillationTrainer(Trainer):
                 self.eval_dataset = None
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
-        """`Trainer.evaluate` on the eval set (if any), then every evaluator (STS, ranking...)."""
+        """`Trainer.evaluate` on the eval set (if any), then every evaluator (STS, ranking...). The callbacks'
+        `on_evaluate` (early stopping) runs once, with every metric: an evaluator's metric can be the one to stop on,
+        with or without an eval set."""
         metrics: dict[str, float] = {}
         if eval_dataset is not None or self.eval_dataset is not None:
-            metrics = super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+            if not self.evaluators:
+                return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+            handler = self.callback_handler
+            outermost = "on_evaluate" not in vars(handler)  # a dict of eval sets comes back here for each
+            if outermost:
+                handler.on_evaluate = lambda args, state, control, *rest, **kwargs: control  # deferred to the end
+            try:
+                metrics = super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+            finally:
+                if outermost:
+                    del handler.on_evaluate
         if self.evaluators:
             student = unwrap_model(self.model)
             extra = {}
@@ -464,5 +476,6 @@ class DistillationTrainer(Trainer):
             extra["epoch"] = self.state.epoch
             self.log(extra)
             metrics.update(extra)
+            self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 

@@ -109,3 +109,13 @@ def test_early_stopping_needs_evaluations_and_a_reported_metric(world, tmp_path,
     assert "metric_for_best_model='stsb_dev_spearman_cosine' is not valid" in error and "stsb_validation_spearman_cosine" in error
     with pytest.raises(ConfigError, match="early_stopping_patience=0 is not valid"):
         parse_embedding_recipe([str(RECIPES[0]), "--early_stopping_patience", "0"])
+
+
+def test_early_stopping_stops_a_sentence_only_run_on_the_sts_metric(world, tmp_path):
+    """Learning rate 0 keeps validation Spearman constant: patience 1 stops at the 2nd evaluation of a 10-step cap
+    (the evaluators' metrics reach EarlyStoppingCallback although no eval_dataset is evaluated)."""
+    out = tmp_path / "out"
+    args = overrides(world, out, "--max_steps", "10", "--learning_rate", "0", "--early_stopping_patience", "1")
+    assert main([str(RECIPES[0]), *args]) == 0
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and state["best_model_checkpoint"] == str(out / "checkpoint-1")

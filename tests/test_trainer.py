@@ -342,3 +342,23 @@ def test_precomputed_logits_ignored_by_layer_losses_say_so(tmp_path, tiny_tokeni
 def test_layer_mapping_strings_are_checked_in_the_arguments(tmp_path, bad):
     with pytest.raises(ValueError, match=r"^layer_mapping=.* is not valid"):
         make_args(tmp_path, layer_mapping=bad)
+
+
+def test_callbacks_hear_each_evaluation_once_with_the_evaluators_metrics(tmp_path, teacher):
+    """on_evaluate (what EarlyStoppingCallback reads) runs once per evaluation, with the eval set's and the
+    evaluators' metrics together, so an evaluator's metric (rank_mrr@10, an STS Spearman) can stop training."""
+    from transformers import TrainerCallback
+
+    heard = []
+
+    class Listener(TrainerCallback):
+        def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+            heard.append(sorted(metrics))
+
+    trainer = DistillationTrainer(model=student_of(teacher), args=make_args(tmp_path, max_steps=2), teachers=teacher,
+                                  train_dataset=pair_dataset(8), eval_dataset=pair_dataset(4, seed=1),
+                                  evaluators=[lambda model: {"probe": 1.0}], callbacks=[Listener()])
+    trainer.evaluate()
+    assert len(heard) == 1 and {"eval_loss", "eval_probe"} <= set(heard[0])
+    trainer.evaluate(eval_dataset={"a": pair_dataset(4, seed=2), "b": pair_dataset(4, seed=3)})
+    assert len(heard) == 2 and {"eval_a_loss", "eval_b_loss", "eval_probe"} <= set(heard[1])
