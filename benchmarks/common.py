@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -232,6 +233,22 @@ def run_arguments(output_dir: str, epochs: float, lr: float, seed: int, text_col
         disable_tqdm=True,
     )
     return DistillationArguments(**{**settings, **extra})
+
+
+def resumable(folder: Path, args, fields: Sequence[str]) -> str | None:
+    """Where a run cut short goes on: the last complete checkpoint in `folder` (`last_complete_checkpoint`) when
+    its training arguments equal `args` on `fields`; otherwise None, and the folder is cleared so that the run
+    starts over (a checkpoint of other settings is never resumed)."""
+    from hf_distill.checkpointing import last_complete_checkpoint
+
+    last = last_complete_checkpoint(str(folder))
+    if last is not None:
+        saved = torch.load(Path(last) / "training_args.bin", weights_only=False)
+        if all(getattr(saved, key, None) == getattr(args, key, None) for key in fields):
+            print(f"resuming {last}", flush=True)
+            return last
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
 
 
 def timing_arguments(output_dir: str, steps: int, batch: int, seq: int, **extra):

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ if "--smoke" in sys.argv[1:] and not os.environ.get("HF_DISTILL_SMOKE_DIR"):  # 
     os.environ["HF_DISTILL_SMOKE_DIR"] = tempfile.mkdtemp(prefix="hf_distill_smoke_")
 
 import torch  # noqa: E402
-from common import CACHE, DATA, REPO, RESULTS, machine, mean_std, minilm_dir, mpnet_dir  # noqa: E402
+from common import CACHE, DATA, REPO, RESULTS, machine, mean_std, minilm_dir, mpnet_dir, resumable  # noqa: E402
 
 from hf_distill.embedding_recipe import parse_embedding_recipe, run_embedding_recipe  # noqa: E402
 from hf_distill.embedding_teachers import load_embedding_teacher  # noqa: E402
@@ -144,11 +145,18 @@ def layers_of(model: SiameseModel) -> int:
 
 
 # ---------------------------------------------------------------------------- training
+# what a run depends on beyond its folder (student, loss, seed, sentences): a checkpoint of other values is not resumed
+RESUME_FIELDS = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "max_length", "eval_steps",
+                 "save_steps", "seed", "embedding_mse_weight", "similarity_structure_weight", "metric_for_best_model")
+
+
 def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseModel, dict]:
     """One recipe run (offline teacher embeddings, cached across runs; early stopping on STS-B validation, as the
-    recipe says; a run cut short goes on from its last checkpoint): the trained student and how it trained."""
+    recipe says; a run cut short goes on from its last checkpoint when its settings match): the trained student
+    and how it trained (train_seconds: this process's share when resumed)."""
     recipe = RECIPES / STUDENTS[student][0]
-    out = w.cache / "embedding_runs" / f"{student}-{loss}-{seed}"
+    subset = f"-{opts.max_train_sentences}sentences" if opts.max_train_sentences else ""
+    out = w.cache / "embedding_runs" / f"{student}-{loss}-{seed}{subset}"
     argv = [str(recipe), "--teacher_name_or_path", w.teacher, "--model_name_or_path", w.minilm, "--sentence_dir", str(w.data),
             "--output_dir", str(out), "--seed", str(seed), "--cache_dir", str(w.cache / "embedding_sentences"),
             "--sts_eval_files", str(w.data / "stsb" / "validation.jsonl"),  # the stopping metric; test is scored here
@@ -156,13 +164,17 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     argv += [t for key, value in LOSSES[loss].items() for t in (f"--{key}", str(value))]
     extra = {"num_train_epochs": opts.epochs, "learning_rate": opts.lr, "per_device_train_batch_size": opts.batch,
              "max_train_sentences": opts.max_train_sentences, "max_steps": opts.max_steps, "max_length": opts.max_length,
-             "eval_steps": opts.eval_steps, "save_steps": opts.eval_steps,
-             "resume_from_checkpoint": "last" if any(out.glob("checkpoint-*")) else None}
+             "eval_steps": opts.eval_steps, "save_steps": opts.eval_steps}
     argv += [t for key, value in extra.items() if value is not None for t in (f"--{key}", str(value))]
-    metrics = run_embedding_recipe(*parse_embedding_recipe(argv))
+    recipe_args, training = parse_embedding_recipe(argv)
+    training.resume_from_checkpoint = resumable(out, training, RESUME_FIELDS)
+    metrics = run_embedding_recipe(recipe_args, training)
     state = json.loads((out / "trainer_state.json").read_text())
     trained = dict(steps=state["global_step"], epochs=round(state["epoch"], 3), train_sentences=metrics["train_sentences"],
-                   validation_best=state.get("best_metric"), train_seconds=round(metrics["train_runtime"], 1))
+                   validation_best=state.get("best_metric"), train_seconds=round(metrics["train_runtime"], 1),
+                   resumed=training.resume_from_checkpoint is not None)
+    for checkpoint in out.glob("checkpoint-*"):  # the best one is saved in `out`: a later run starts afresh
+        shutil.rmtree(checkpoint)
     return SiameseModel.from_pretrained(str(out)), trained
 
 

@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import CACHE, DATA, REPO, RESULTS, file_sha256, label_maps, machine, minilm_dir, run_arguments, smoke_option
+from common import CACHE, DATA, REPO, RESULTS, file_sha256, label_maps, machine, minilm_dir, resumable, run_arguments, smoke_option
 
 from hf_distill import CrossEncoderModel
 from hf_distill.augmentation import augment_pairs
@@ -153,7 +153,7 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
         callbacks=[EarlyStoppingCallback(early_stopping_patience=opts.patience)],
     )
     start = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resumable(folder, args))
+    trainer.train(resume_from_checkpoint=resumable(folder, args, RESUME_FIELDS))
     seconds = time.perf_counter() - start  # this process's share when resumed
     for model in (trainer.model, teacher):
         model.set_attn_implementation("sdpa")  # speed and test value with the fast attention, for every arm
@@ -168,25 +168,9 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
                 speed_up=speed["teacher"] and speed["student"] / speed["teacher"])
 
 
+# what an arm's run depends on beyond its folder (task, depth, arm, seed): a checkpoint of other values is not resumed
 RESUME_FIELDS = ("learning_rate", "max_steps", "eval_steps", "save_steps", "seed", "alpha", "temperature",
                  "hidden_weight", "attention_weight", "embedding_weight", "per_device_train_batch_size", "metric_for_best_model")
-
-
-def resumable(folder: Path, args) -> str | None:
-    """The run's last checkpoint when an earlier process left one with the same settings (a session cut short);
-    otherwise None, and the folder is cleared."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    last = get_last_checkpoint(str(folder)) if folder.is_dir() else None
-    if last is not None:
-        import torch
-
-        saved = torch.load(Path(last) / "training_args.bin", weights_only=False)
-        if all(getattr(saved, key, None) == getattr(args, key, None) for key in RESUME_FIELDS):
-            print(f"resuming {last}", flush=True)
-            return last
-    shutil.rmtree(folder, ignore_errors=True)
-    return None
 
 
 def speed_of(student, teacher, pairs, seconds: float, rounds: int = 3) -> dict[str, float]:

@@ -281,7 +281,8 @@ def test_frontier(smoke):
 
 
 def test_frontier_resumes_a_run_only_with_its_own_settings(tmp_path):
-    """A checkpoint left by a session cut short is picked up when its settings match, cleared when they do not."""
+    """The last complete checkpoint left by a session cut short is picked up when its settings match, cleared when they
+    do not."""
     import torch
 
     frontier = _benchmark("frontier")
@@ -290,6 +291,7 @@ def test_frontier_resumes_a_run_only_with_its_own_settings(tmp_path):
     checkpoint.mkdir(parents=True)
     (checkpoint / "trainer_state.json").write_text("{}")
     torch.save(args, checkpoint / "training_args.bin")
-    assert frontier.resumable(tmp_path / "run", args) == str(checkpoint)
+    (tmp_path / "run" / "checkpoint-75").mkdir()  # a save cut short: no trainer_state.json, no training_args.bin
+    assert frontier.resumable(tmp_path / "run", args, frontier.RESUME_FIELDS) == str(checkpoint)
     other = frontier.arguments(str(tmp_path / "run"), "stsb", 0, lr=1e-4, max_steps=100, eval_steps=25, alpha=0.5)
-    assert frontier.resumable(tmp_path / "run", other) is None and not (tmp_path / "run").exists()
+    assert frontier.resumable(tmp_path / "run", other, frontier.RESUME_FIELDS) is None and not (tmp_path / "run").exists()

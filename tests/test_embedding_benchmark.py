@@ -34,6 +34,9 @@ def test_smoke_mode_runs_every_step_into_the_smoke_folder(tmp_path):
     for row in rows:
         assert {"stsb_spearman", "wikiqa_mrr@10", "sentences_per_s", "teacher_sentences_per_s", "speedup"} <= set(row)
     assert [r["layers"] for r in rows[1:]] == [6, 3, 3, 3, 3]
+    assert all(r["resumed"] is False and r["steps"] == 2 for r in rows[4:])
+    runs = tmp_path / "cache" / "embedding_runs"
+    assert {p.name for p in runs.iterdir()} == {"l3-mse-1", "l3-both-1"} and not list(runs.glob("*/checkpoint-*"))
     table = (tmp_path / "results" / "embedding.md").read_text()
     assert "| distilled l3 | 3 | both | 1 |" in table and "## Targets" in table
     assert not (REPO / "docs" / "results" / "embedding.md").exists() or "smoke" not in (REPO / "docs" / "results" / "embedding.md").read_text()
