@@ -194,21 +194,28 @@ def _sts_name(path: str) -> str:
 
 
 def _early_stopping(recipe: EmbeddingRecipeArguments, training) -> list:
-    """The early-stopping callback the recipe asks for ([] when off), after checking that the run evaluates,
-    keeps its best checkpoint and stops on a metric an STS file reports."""
+    """The early-stopping callback the recipe asks for ([] when off), after checking what evaluation needs: a run
+    that evaluates scores STS files (it has no other eval set), and stops on and keeps the best checkpoint by a
+    metric they report."""
     patience = recipe.early_stopping_patience
-    if not patience:
-        return []
     what = f"early_stopping_patience={patience}"
-    if str(getattr(training.eval_strategy, "value", training.eval_strategy)) == "no":
+    strategy = str(getattr(training.eval_strategy, "value", training.eval_strategy))
+    if patience and strategy == "no":
         raise ConfigError(f"{what} needs evaluations: set eval_strategy to 'steps' or 'epoch' (it is 'no').")
-    if not training.load_best_model_at_end:
+    if patience and not training.load_best_model_at_end:
         raise ConfigError(f"{what} keeps the best checkpoint: set load_best_model_at_end to true (it is false).")
+    if strategy != "no" and not recipe.sts_eval_files:
+        raise ConfigError(f"eval_strategy={strategy!r} needs sts_eval_files to score (a run from sentences has no other "
+                          "evaluation): list a validation file in sts_eval_files, or set eval_strategy to 'no' (with "
+                          "load_best_model_at_end false and early_stopping_patience null).")
     reported = [f"{_sts_name(path)}_{kind}_cosine" for path in recipe.sts_eval_files or [] for kind in ("spearman", "pearson")]
     metric = (training.metric_for_best_model or "").removeprefix("eval_")
-    if metric not in reported:
-        raise ConfigError(f"metric_for_best_model={training.metric_for_best_model!r} is not valid with {what}; give one the "
-                          f"sts_eval_files report: {', '.join(reported) or 'none (list a validation file in sts_eval_files)'}.")
+    if (patience or training.load_best_model_at_end) and metric not in reported:
+        needs = "the best checkpoint and early stopping need" if patience else "the best checkpoint needs"
+        raise ConfigError(f"metric_for_best_model={training.metric_for_best_model!r} is not valid: {needs} a metric the "
+                          f"sts_eval_files report: {', '.join(reported)}.")
+    if not patience:
+        return []
     from transformers import EarlyStoppingCallback
 
     return [EarlyStoppingCallback(early_stopping_patience=patience)]

@@ -119,3 +119,19 @@ def test_early_stopping_stops_a_sentence_only_run_on_the_sts_metric(world, tmp_p
     assert main([str(RECIPES[0]), *args]) == 0
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 2 and state["best_model_checkpoint"] == str(out / "checkpoint-1")
+
+
+def test_evaluations_without_an_sts_file_fail_before_anything_loads(world, tmp_path, capsys, monkeypatch):
+    """The recipes evaluate and keep the best checkpoint: with no STS file to score (and early stopping off), the run
+    is refused before the sentences are embedded, naming the fields; with evaluations off it trains."""
+    import hf_distill.embedding_recipe as embedding_recipe
+
+    monkeypatch.setattr(embedding_recipe, "_sentence_data", lambda recipe: pytest.fail("loaded before the check"))
+    unscored = overrides(world, tmp_path / "a", "--sts_eval_files", "null", "--early_stopping_patience", "null")
+    assert main([str(RECIPES[0]), *unscored]) == 2
+    error = capsys.readouterr().err
+    assert "eval_strategy='steps' needs sts_eval_files" in error and "eval_strategy to 'no'" in error
+    monkeypatch.undo()
+    off = overrides(world, tmp_path / "b", "--sts_eval_files", "null", "--early_stopping_patience", "null", "--eval_strategy",
+                    "no", "--save_strategy", "no", "--load_best_model_at_end", "false")
+    assert main([str(RECIPES[0]), *off]) == 0
