@@ -186,6 +186,8 @@ def references(results: Results, sets: dict, teacher, opts) -> None:
 
 def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> None:
     """Every (depth, arm, seed) cross-encoder student and every seed of the Siamese student not yet in the results."""
+    from hf_distill.checkpointing import last_complete_checkpoint
+
     plan = [(layers, arm) for layers in opts.student_layers for arm in opts.arms]
     plan += [(None, SIAMESE_ARM)] if opts.siamese else []
     for seed in opts.seeds:  # seeds outermost: a cut-short run still has every arm
@@ -195,7 +197,8 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
             recipe, extra = RECIPES[arm]
             depth = ["--num_student_layers", str(layers)] if layers else ["--model_name_or_path", backbone("minilm")]
             out = CACHE / "runs" / NAME / opts.teacher_sha256[:12] / (f"L{layers}" if layers else "siamese") / arm.replace(" ", "_") / str(seed)
-            resume = ["--resume_from_checkpoint", "last"] if any(out.glob("checkpoint-*")) else []  # a run cut short goes on
+            last = last_complete_checkpoint(str(out))  # a run cut short goes on (not from a save it cut short)
+            resume = ["--resume_from_checkpoint", last] if last else []
             seconds = cli_train(recipe, out, ["--teacher_name_or_path", str(folder), "--seed", str(seed),
                                               "--retrieval_eval_dirs", "null", *depth, *extra, *resume,
                                               *(["--ranking_group_size", "3"] if SMOKE and arm != "KD" else [])])
