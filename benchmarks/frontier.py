@@ -153,8 +153,9 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
         callbacks=[EarlyStoppingCallback(early_stopping_patience=opts.patience)],
     )
     start = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resumable(folder, args, RESUME_FIELDS))
-    seconds = time.perf_counter() - start  # this process's share when resumed
+    checkpoint = resumable(folder, args, RESUME_FIELDS)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    seconds = time.perf_counter() - start  # this process's share when resumed (the row says so)
     for model in (trainer.model, teacher):
         model.set_attn_implementation("sdpa")  # speed and test value with the fast attention, for every arm
     best = trainer.state.best_metric
@@ -163,7 +164,7 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
     shutil.rmtree(folder, ignore_errors=True)  # checkpoints served their purpose
     return dict(value=value, stop_metric=metric, test_stop_metric=stop_value,
                 validation_best=100 * best if best is not None else None, steps=trainer.state.global_step,
-                budget_steps=budget, train_rows=len(train), train_seconds=round(seconds, 1),
+                budget_steps=budget, train_rows=len(train), train_seconds=round(seconds, 1), resumed=checkpoint is not None,
                 student_pairs_per_s=speed["student"], teacher_pairs_per_s=speed["teacher"],
                 speed_up=speed["teacher"] and speed["student"] / speed["teacher"])
 

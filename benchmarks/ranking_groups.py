@@ -205,7 +205,8 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
             student = load(out)
             speed = speed_up(student, teacher, sets["dl19"][0], opts.max_length, opts.rounds)
             row = {"model": f"{arm}, {layers or 6} layers", "kind": "student", "arm": arm, "layers": layers, "seed": seed,
-                   "teacher_sha256": opts.teacher_sha256, "train_seconds": seconds, "speed_up": speed}
+                   "teacher_sha256": opts.teacher_sha256, "train_seconds": seconds, "resumed": last is not None,
+                   "speed_up": speed}
             results.add({**row, **evaluate(student, sets, opts.max_length, dense=layers is None)})
 
 
