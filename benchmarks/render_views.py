@@ -7,11 +7,22 @@ benchmarks/results/ (render.relink moves them to the page).
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable
 
 from glue_tasks import GLUE_TASKS
-from render import RESULTS, WHOLE_PAGES, has_rows, load, mean_std, results_markdown
+from ranking_groups_render import QUALITY
+from render import (
+    DOCS,
+    NO_RESULTS,
+    RESULTS,
+    WHOLE_PAGES,
+    has_rows,
+    load,
+    mean_std,
+    results_markdown,
+)
 from render_performance import (
     breakdown_shares,
     emd_growth,
@@ -297,8 +308,6 @@ def summary_simplified_tinybert() -> list[str]:
 def summary_frontier() -> list[str]:
     """Per task and depth: the teacher, the no-KD student, the best distilled arm (mean over its seeds), the
     measured speed-up, how many runs; and the pictures. Nothing until the benchmark has rows."""
-    import json
-
     path = RESULTS / "frontier.json"
     rows = json.loads(path.read_text())["rows"] if path.exists() else []
     if not rows:
@@ -327,15 +336,99 @@ def summary_frontier() -> list[str]:
     return lines
 
 
+def _no_results(page: str) -> list[str]:
+    """One line for a whole page's summary while its benchmark has no rows: the command, and the page."""
+    whole = WHOLE_PAGES[DOCS / "results" / f"{page}.md"]
+    return [f"{NO_RESULTS}: `{whole.command}` writes them ([its page](../../docs/results/{page}.md) gives the full command)."]
+
+
+def _rows(stem: str) -> list[dict]:
+    path = RESULTS / f"{stem}.json"
+    return json.loads(path.read_text()).get("rows", []) if path.exists() else []
+
+
+def _speed(runs: list[dict], key: str) -> str:
+    values = [r[key] for r in runs if key in r]
+    return f"{_cell(values)}x" if values else "–"
+
+
+def _same_teacher(rows: list[dict]) -> tuple[list[dict], str | None]:
+    """The rows of the latest teacher's weights (BM25 depends on none), and a note naming them when rows of others
+    were left out."""
+    teachers = [r for r in rows if r.get("kind") == "teacher"]
+    if not teachers:
+        return rows, None
+    sha = teachers[-1].get("teacher_sha256")
+    kept = [r for r in rows if r.get("teacher_sha256") == sha or (r.get("kind") == "reference" and "speed_up" not in r)]
+    name = f"{sha[:12]}…" if sha else "not recorded"
+    return kept, (f" Rows of teacher weights {name} only (the page has every row)." if len(kept) < len(rows) else None)
+
+
+def summary_ranking_groups() -> list[str]:
+    """The teacher, BM25, the zero-shot MiniLM bi-encoder and every (arm, depth) student: mean ± std over seeds of
+    the three collections' headline metrics and of the speed-up. One line until the benchmark has rows."""
+    rows, note = _same_teacher(_rows("ranking_groups"))
+    if not rows:
+        return _no_results("ranking")
+    lines = ["Re-ranking students of a WikiQA-trained cross-encoder teacher, trained on WikiQA train pointwise (KD) or over "
+             "query groups; WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot), x100, mean ± std over seeds; "
+             "speed-up: the same DL19 pairs re-ranked in turns with the teacher."
+             + (note or ""), "",
+             "| model | seeds | " + " | ".join(title for _, title in QUALITY) + " | speed-up |",
+             "| --- | ---: | " + " | ".join("---:" for _ in QUALITY) + " | ---: |"]
+    named = [("teacher", [r for r in rows if r.get("kind") == "teacher"]),
+             ("BM25", [r for r in rows if r["model"] == "BM25"]),
+             ("bi-encoder minilm (zero-shot)", [r for r in rows if r["model"] == "bi-encoder minilm (zero-shot)"])]
+    students: dict[tuple, list[dict]] = {}
+    for row in rows:
+        if row.get("kind") == "student":
+            students.setdefault((row["arm"], row["layers"]), []).append(row)
+    for (arm, layers), runs in sorted(students.items(), key=lambda item: (item[0][1] is None, -(item[0][1] or 0))):
+        named.append((f"{layers or 6}-layer student: {arm}", runs))
+    for name, runs in named:
+        if runs:
+            name = runs[0]["model"] if name == "teacher" else name
+            lines.append(f"| {name} | {len(runs)} | " + " | ".join(quality_cell(runs, key) for key, _ in QUALITY)
+                         + f" | {_speed(runs, 'speed_up')} |")
+    return lines
+
+
+def summary_embedding() -> list[str]:
+    """The teacher and all-MiniLM-L6-v2 zero-shot, and every (student, loss): mean ± std over seeds of STS-B test
+    Spearman, WikiQA MRR@10 and the speed-up. One line until the benchmark has rows."""
+    rows = _rows("embedding")
+    if not rows:
+        return _no_results("embedding")
+    lines = [("all-mpnet-base-v2 distilled into MiniLM students from sentences alone (`recipes/embedding/`); STS-B test "
+              "Spearman and WikiQA test MRR@10 by cosine, x100, mean ± std over seeds; speed-up: encoding speed over the "
+              "teacher's, timed in the same process."), "",
+             "| model | layers | loss | seeds | STS-B test Spearman | WikiQA test MRR@10 | speed-up |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        if row["model"].startswith(("teacher", "distilled")) or row["model"] == "all-MiniLM-L6-v2":
+            groups.setdefault((row["model"], row.get("loss")), []).append(row)
+    order = sorted(groups, key=lambda key: (not key[0].startswith("teacher"), key[0].startswith("distilled")))
+    for model, loss in order:
+        runs = groups[(model, loss)]
+        lines.append(f"| {model} | {runs[0]['layers']} | {loss or 'zero-shot'} | {len(runs)} | "
+                     f"{_cell([r['stsb_spearman'] for r in runs])} | {_cell([r['wikiqa_mrr@10'] for r in runs])} | "
+                     f"{_speed(runs, 'speedup')} |")
+    return lines
+
+
 PAGE_TITLES = {"frontier": "quality against speed-up", "ranking": "re-ranking over query groups", "deployment": "ONNX and int8",
                "labelling": "labelling throughput", "embedding": "embedding teachers"}
+# whole pages with a summary of their own (page stem -> summary), which says itself that the benchmark has not run
+OWN_SUMMARY = {"frontier": "frontier", "ranking": "ranking_groups", "embedding": "embedding"}
 
 
 def summary_pending() -> list[str]:
-    """The result pages whose benchmark has not written its JSON yet."""
-    pending = [page for page, whole in WHOLE_PAGES.items() if not has_rows(whole.results)]
+    """The result pages whose benchmark has not written its JSON yet, but for those with a summary of their own."""
+    pending = [page for page, whole in WHOLE_PAGES.items()
+               if not has_rows(whole.results) and OWN_SUMMARY.get(page.stem) not in SUMMARIES]
     if not pending:
-        return ["Every benchmark has results."]
+        return ["Every benchmark without a summary above has results."]
     links = [f"[{PAGE_TITLES.get(page.stem, page.stem)}](../../docs/results/{page.name})" for page in pending]
     return ["Not run yet (each page gives its command): " + ", ".join(links) + "."]
 
@@ -343,7 +436,7 @@ def summary_pending() -> list[str]:
 SUMMARIES: dict[str, Callable[[], list[str]]] = {
     "kd": summary_kd, "dvbert": summary_dvbert, "bert_emd": summary_bert_emd, "virt": summary_virt,
     "simplified_tinybert": summary_simplified_tinybert, "frontier": summary_frontier,
-    "pending": summary_pending,
+    "ranking_groups": summary_ranking_groups, "embedding": summary_embedding, "pending": summary_pending,
 }
 
 

@@ -77,7 +77,8 @@ def test_results_pages_and_readme_show_rendered_tables():
     for page in pages:
         assert render.blocks(page.read_text()), f"{page.relative_to(REPO)} has no rendered block"
     readme = {name for name, _ in render.blocks((REPO / "README.md").read_text())}
-    assert {f"summary:{method}" for method in ("kd", "dvbert", "bert_emd", "virt", "simplified_tinybert")} <= readme
+    methods = ("kd", "dvbert", "bert_emd", "virt", "simplified_tinybert", "frontier", "ranking_groups", "embedding", "pending")
+    assert {f"summary:{method}" for method in methods} <= readme
 
 
 def test_rendering_imports_no_torch():
@@ -122,6 +123,83 @@ def test_relink_leaves_absolute_and_anchor_links():
 def test_unknown_view_is_named():
     with pytest.raises(KeyError, match="unknown rendered view 'nonsense'"):
         render.render_block("nonsense:kd_glue")
+
+
+# ---------------------------------------------------------------------------- README summaries of whole pages
+views = _module("render_views")
+
+
+def _ranking_row(model: str, kind: str, wikiqa: float | None, speed: float | None = None, **extra) -> dict:
+    row = {"model": model, "kind": kind, "teacher_sha256": "a" * 64, **extra}
+    if wikiqa is not None:
+        row.update({"wikiqa_test_mrr@10": wikiqa, "trecqa_test_mrr@10": wikiqa - 0.1, "dl19_ndcg@10": wikiqa - 0.2})
+    if speed is not None:
+        row["speed_up"] = speed
+    return row
+
+
+def _student(arm: str, layers: int | None, seed: int, wikiqa: float, speed: float) -> dict:
+    return _ranking_row(f"{arm}, {layers or 6} layers", "student", wikiqa, speed, arm=arm, layers=layers, seed=seed)
+
+
+def _table_rows(lines: list[str]) -> dict[str, list[str]]:
+    return {cells[0]: cells[1:] for line in lines[4:] if (cells := [c.strip() for c in line.strip("|").split("|")])}
+
+
+def test_summary_ranking_groups_means_per_arm_and_depth(tmp_path, monkeypatch):
+    rows = [_ranking_row("teacher (minilm cross-encoder)", "teacher", 0.8, 1.0), {"model": "BM25", "kind": "reference", "dl19_ndcg@10": 0.5},
+            _ranking_row("bi-encoder minilm (zero-shot)", "reference", 0.7, 1.2),
+            _ranking_row("bi-encoder mpnet (zero-shot)", "reference", 0.75, 0.5),  # not in the summary
+            _student("KD", 2, 0, 0.60, 3.0), _student("KD", 2, 1, 0.62, 3.2), _student("Margin-MSE", 3, 0, 0.70, 2.0),
+            _student("Siamese Margin-MSE", None, 0, 0.72, 1.1),
+            {**_student("KD", 2, 2, 0.10, 9.0), "teacher_sha256": "b" * 64}]  # another teacher's: left out
+    (tmp_path / "ranking_groups.json").write_text(json.dumps({"command": "python benchmarks/ranking_groups.py", "rows": rows}))
+    monkeypatch.setattr(views, "RESULTS", tmp_path)
+    lines = views.summary_ranking_groups()
+    assert "bbbbbbbbbbbb" not in "\n".join(lines) and "Rows of teacher weights aaaaaaaaaaaa… only" in lines[0]
+    table = _table_rows(lines)
+    assert list(table) == ["teacher (minilm cross-encoder)", "BM25", "bi-encoder minilm (zero-shot)", "3-layer student: Margin-MSE",
+                           "2-layer student: KD", "6-layer student: Siamese Margin-MSE"]
+    assert table["2-layer student: KD"] == ["2", "61.00 ± 1.41", "51.00 ± 1.41", "41.00 ± 1.41", "3.10 ± 0.14x"]
+    assert table["BM25"] == ["1", "–", "–", "50.00", "–"]
+    assert table["teacher (minilm cross-encoder)"] == ["1", "80.00", "70.00", "60.00", "1.00x"]
+
+
+def test_summary_embedding_means_per_student_and_loss(tmp_path, monkeypatch):
+    def row(model, layers, stsb, speedup, **extra):
+        return {"model": model, "layers": layers, "stsb_spearman": stsb, "wikiqa_mrr@10": stsb - 10, "speedup": speedup, **extra}
+
+    rows = [row("teacher all-mpnet-base-v2", 12, 83.0, 1.0), row("all-MiniLM-L6-v2", 6, 82.0, 8.0),
+            row("all-MiniLM-L6-v2 first 3 layers", 3, 55.0, 20.0),  # not in the summary
+            row("distilled l3", 3, 80.0, 10.0, loss="mse", seed=42), row("distilled l3", 3, 81.0, 11.0, loss="mse", seed=43),
+            row("distilled l2", 2, 78.0, 20.0, loss="both", seed=42)]
+    (tmp_path / "embedding.json").write_text(json.dumps({"command": "python benchmarks/embedding.py", "rows": rows}))
+    monkeypatch.setattr(views, "RESULTS", tmp_path)
+    table = _table_rows(views.summary_embedding())
+    assert list(table) == ["teacher all-mpnet-base-v2", "all-MiniLM-L6-v2", "distilled l3", "distilled l2"]
+    assert table["teacher all-mpnet-base-v2"] == ["12", "zero-shot", "1", "83.00", "73.00", "1.00x"]
+    assert table["distilled l3"] == ["3", "mse", "2", "80.50 ± 0.71", "70.50 ± 0.71", "10.50 ± 0.71x"]
+
+
+@pytest.mark.parametrize(("method", "stem", "command"), [("ranking_groups", "ranking", "python benchmarks/ranking_groups.py"),
+                                                         ("embedding", "embedding", "python benchmarks/embedding.py")])
+@pytest.mark.parametrize("payload", [None, {"command": "x", "rows": []}], ids=["no file", "no rows"])
+def test_summary_without_results_says_so_with_its_command(tmp_path, monkeypatch, method, stem, command, payload):
+    if payload is not None:
+        (tmp_path / f"{method}.json").write_text(json.dumps(payload))  # a summary's name is its JSON's
+    monkeypatch.setattr(views, "RESULTS", tmp_path)
+    lines = views.SUMMARIES[method]()
+    assert len(lines) == 1 and lines[0].startswith(render.NO_RESULTS) and f"`{command}`" in lines[0]
+    assert f"](../../docs/results/{stem}.md)" in lines[0]
+
+
+def test_summary_pending_leaves_out_benchmarks_with_their_own_summary(tmp_path, monkeypatch):
+    pages = {render.DOCS / "results" / f"{stem}.md": render.WholePage(tmp_path / f"{stem}.json", lambda _: "", f"{stem}.py")
+             for stem in ("frontier", "ranking", "embedding", "labelling")}
+    monkeypatch.setattr(views, "WHOLE_PAGES", pages)
+    assert views.summary_pending() == ["Not run yet (each page gives its command): [labelling throughput](../../docs/results/labelling.md)."]
+    (tmp_path / "labelling.json").write_text(json.dumps({"rows": [{"x": 1}]}))
+    assert views.summary_pending() == ["Every benchmark without a summary above has results."]
 
 
 # ---------------------------------------------------------------------------- links
