@@ -40,7 +40,10 @@ def last_complete_checkpoint(folder: str) -> str | None:
 
 
 def resolve_resume(resume_from_checkpoint, output_dir: str):
-    """`True` -> the last complete checkpoint in `output_dir` (an error when there is none); else as given."""
+    """`True` (or a recipe's 'true' / 'last') -> the last complete checkpoint in `output_dir` (an error when there is
+    none); else as given."""
+    if isinstance(resume_from_checkpoint, str) and resume_from_checkpoint.lower() in ("true", "last"):
+        resume_from_checkpoint = True
     if resume_from_checkpoint is not True:
         return resume_from_checkpoint
     found = last_complete_checkpoint(output_dir)

@@ -249,8 +249,7 @@ def run_embedding_recipe(recipe: EmbeddingRecipeArguments, training) -> dict[str
     if not online:  # the card names the teacher it never saw: a Hub id, or a local folder by its name only
         name = recipe.teacher_name_or_path
         trainer.model_card_data.teachers = [name if is_hub_id(name) else Path(name).name]
-    checkpoint = training.resume_from_checkpoint  # 'last' (or 'true'): the output folder's latest checkpoint
-    result = trainer.train(resume_from_checkpoint=True if str(checkpoint).lower() in ("true", "last") else checkpoint)
+    result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)  # 'last': the latest complete one
     trainer.save_model()
     metrics = {**result.metrics, "train_sentences": len(data)}
     if trainer.evaluators:

@@ -190,10 +190,7 @@ def build_trainer(student, teachers: list, splits: Splits, data_args: DataArgume
 
 def train_model(trainer, train_dataset, student) -> dict[str, Any]:
     """Train (resuming when asked), save the model and the state; the train metrics."""
-    checkpoint = trainer.args.resume_from_checkpoint
-    if isinstance(checkpoint, str) and checkpoint.lower() in ("true", "last"):
-        checkpoint = True
-    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    train_result = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)  # 'last' resolved there
     trainer.save_model()
     metrics = dict(train_result.metrics, train_samples=len(train_dataset), student_parameters=count_parameters(student))
     _record(trainer, "train", metrics)
