@@ -147,7 +147,8 @@ def layers_of(model: SiameseModel) -> int:
 # ---------------------------------------------------------------------------- training
 # what a run depends on beyond its folder (student, loss, seed, sentences): a checkpoint of other values is not resumed
 RESUME_FIELDS = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "max_length", "eval_steps",
-                 "save_steps", "seed", "embedding_mse_weight", "similarity_structure_weight", "metric_for_best_model")
+                 "save_steps", "seed", "embedding_mse_weight", "similarity_structure_weight", "metric_for_best_model",
+                 "train_sampling_strategy")
 
 
 def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseModel, dict]:

@@ -34,6 +34,7 @@ from .checkpointing import (
 from .compatibility import check_layer_distillation
 from .data import PairCollator, infer_text_columns
 from .embedding_teachers import embedding_columns, embeds
+from .length_grouping import groups_by_length, with_length_column
 from .loss_parameters import LossParameterSync
 from .losses.base import check_returned_terms, declared_terms, resolve_weights
 from .losses.logits import PredictionLoss
@@ -106,6 +107,8 @@ class DistillationTrainer(Trainer):
             data_collator = self._default_collator(args, student, tokenizer, columns)
         for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
             check_columns(name, dataset, data_collator)
+        train_dataset, eval_dataset = (with_length_column(d, tokenizer, data_collator, args, name)
+                                       for name, d in (("train", train_dataset), ("eval", eval_dataset)))
         self.evaluators = list(evaluators)
         super().__init__(
             model=model, args=args, data_collator=data_collator, train_dataset=train_dataset, eval_dataset=eval_dataset,
@@ -114,7 +117,7 @@ class DistillationTrainer(Trainer):
         # Our compute_loss returns a per-batch mean: the Trainer must scale it for accumulation.
         self.model_accepts_loss_kwargs = False
         if callable(getattr(data_collator, "columns", None)):  # PairCollator, GroupCollator: keep what they read
-            self._signature_columns = data_collator.columns()
+            self._signature_columns = data_collator.columns() + ([args.length_column_name] if groups_by_length(args) else [])
         for teacher in self.teachers:
             freeze_teacher(teacher, self.args.device, self.args.teacher_dtype)
         self.loss_components.to(self.args.device)
