@@ -13,6 +13,18 @@ from pathlib import Path
 from render import mean_std
 
 ARM_ORDER = ("no KD", "KD", "KD + aug", "layer + aug")
+# Rows trained on random batches (before the frontier grouped batches by length) stay apart, labelled so.
+RANDOM_BATCHES = " (random batches)"
+
+
+def arm_label(row: dict) -> str:
+    """The row's arm, marked when its batches were random (rows without `sampler` predate the field)."""
+    return row["arm"] + (RANDOM_BATCHES if row.get("sampler", "random") == "random" else "")
+
+
+def labels() -> list[str]:
+    """Every arm label in table order."""
+    return [label for arm in ARM_ORDER for label in (arm, arm + RANDOM_BATCHES)]
 METRIC_NAMES = {"f1": "F1", "spearman": "Spearman", "accuracy": "accuracy"}
 
 
@@ -20,7 +32,7 @@ def cells(rows: list[dict]) -> dict:
     """(task, layers, arm) -> the runs of that cell, in seed order."""
     grouped: dict = defaultdict(list)
     for row in sorted(rows, key=lambda r: r["seed"]):
-        grouped[(row["task"], row["student_layers"], row["arm"])].append(row)
+        grouped[(row["task"], row["student_layers"], arm_label(row))].append(row)
     return grouped
 
 
@@ -50,7 +62,7 @@ def table(rows: list[dict]) -> str:
             "| ---: | --- | ---: | ---: | ---: | ---: | --- |" + (" ---: |" if stop else ""),
         ]
         for layers in sorted({r["student_layers"] for r in task_rows}, reverse=True):
-            for arm in ARM_ORDER:
+            for arm in labels():
                 runs = grouped.get((task, layers, arm))
                 if not runs:
                     continue
@@ -84,13 +96,14 @@ def picture(rows: list[dict], task: str, path: Path) -> None:
     teacher = statistics.fmean(r["teacher_value"] for r in task_rows)
     axes.axhline(teacher, color="black", linestyle="--", label=f"teacher (6 layers) {teacher:.1f}")
     markers = dict(zip(ARM_ORDER, "osD^"))
-    for arm in ARM_ORDER:
+    for arm in labels():
         points = [(k[1], runs) for k, runs in cells(task_rows).items() if k[2] == arm]
         if not points:
             continue
         xs = [statistics.fmean(r["speed_up"] for r in runs) for _, runs in points]
         ys = [statistics.fmean(r["value"] for r in runs) for _, runs in points]
-        axes.scatter(xs, ys, marker=markers[arm], label=arm)
+        hollow = dict(facecolors="none", edgecolors="grey") if arm.endswith(RANDOM_BATCHES) else {}
+        axes.scatter(xs, ys, marker=markers[arm.removesuffix(RANDOM_BATCHES)], label=arm, **hollow)
         for (layers, _), x, y in zip(points, xs, ys):
             axes.annotate(f"{layers}L", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     axes.set_xlabel("speed-up over the teacher (batch 32, seq 128, same run)")
@@ -115,7 +128,9 @@ def markdown(payload: dict) -> str:
         f"({len(rows)} runs). Produced by:\n\n{commands}\n\n"
         "Students are cut from their teacher (`from_teacher`, strategy `uniform`), trained with early stopping on the "
         "validation split (best checkpoint kept) within the same step budget for every arm, and scored on the test "
-        "split; speed-ups are measured in the same run as the row.\n\n" + table(rows) + "\n" + pictures + "\n"
+        "split; speed-ups are measured in the same run as the row. Students train on batches of similar length "
+        "(`train_sampling_strategy: group_by_length`); arms marked *(random batches)* ran before that and are kept "
+        "apart.\n\n" + table(rows) + "\n" + pictures + "\n"
     )
 
 

@@ -11,6 +11,7 @@ import json
 import statistics
 from collections.abc import Callable
 
+from frontier_render import RANDOM_BATCHES, arm_label
 from glue_tasks import GLUE_TASKS
 from ranking_groups_render import QUALITY
 from render import (
@@ -319,13 +320,14 @@ def summary_frontier() -> list[str]:
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     cells: dict[tuple, dict[str, list[dict]]] = {}
     for row in rows:
-        cells.setdefault((row["task"], row["metric"], row["student_layers"]), {}).setdefault(row["arm"], []).append(row)
+        cells.setdefault((row["task"], row["metric"], row["student_layers"]), {}).setdefault(arm_label(row), []).append(row)
     for (task, metric, layers), arms in sorted(cells.items(), key=lambda item: (item[0][0], -item[0][2])):
         teacher = statistics.fmean(r["teacher_value"] for runs in arms.values() for r in runs)
-        distilled = {arm: statistics.fmean(r["value"] for r in runs) for arm, runs in arms.items() if arm != "no KD"}
+        distilled = {arm: statistics.fmean(r["value"] for r in runs) for arm, runs in arms.items() if not arm.startswith("no KD")}
         best = max(distilled, key=distilled.get) if distilled else None
-        plain = _cell([r["value"] for r in arms["no KD"]]) if "no KD" in arms else "not run"
-        best_cell = f"{_cell([r['value'] for r in arms[best]])} ({best})" if best else "not run"
+        plain_arm = next((arm for arm in ("no KD", "no KD" + RANDOM_BATCHES) if arm in arms), None)
+        plain = f"{_cell([r['value'] for r in arms[plain_arm]])}{plain_arm[5:]}" if plain_arm else "not run"
+        best_cell = f"{_cell([r['value'] for r in arms[best]])} ({best.replace(RANDOM_BATCHES, ', random batches')})" if best else "not run"
         share = f"{100 * distilled[best] / teacher:.1f}%" if best else "—"
         speed = statistics.fmean(r["speed_up"] for runs in arms.values() for r in runs)
         runs = sum(len(runs) for runs in arms.values())

@@ -5,7 +5,8 @@ similar length, so a dynamically padded batch wastes little: on the embedding re
 sentences, random batches of 64 hold 3.8x the real tokens, grouped ones 1.07x. Its sampler reads each
 row's length from the column `length_column_name`, or else from tokenised `input_ids`, which the
 raw-text rows of this package lack. `with_length_column` adds that column (the student's truncated
-token count of each row's texts) and the trainer keeps it past column pruning.
+token count of each row's texts); `LengthGroupedSampling` hands every sampler, training and
+evaluation alike, a dataset that has it, and the trainer keeps the column past column pruning.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from .length_batching import token_lengths
 
-__all__ = ["GROUPING_STRATEGIES", "groups_by_length", "with_length_column"]
+__all__ = ["GROUPING_STRATEGIES", "LengthGroupedSampling", "groups_by_length", "with_length_column"]
 
 GROUPING_STRATEGIES = ("group_by_length", "batch_rebalance")
 
@@ -62,3 +63,16 @@ def _row_lengths(tokenizer, texts: list[list], max_length: int) -> list[int]:
         bounds = np.cumsum([0, *sizes])
         return [int(flat[a:b].max()) if b > a else 0 for a, b in zip(bounds[:-1], bounds[1:])]
     return token_lengths(tokenizer, texts, max_length).tolist()
+
+
+class LengthGroupedSampling:
+    """Trainer mixin: the length-aware samplers see the length column, whichever dataset is sampled (the
+    training set, the eval set, or one given to `evaluate` / `predict`)."""
+
+    def _get_train_sampler(self, train_dataset=None):
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        return super()._get_train_sampler(with_length_column(dataset, self.processing_class, self.data_collator, self.args))
+
+    def _get_eval_sampler(self, eval_dataset):
+        return super()._get_eval_sampler(
+            with_length_column(eval_dataset, self.processing_class, self.data_collator, self.args, "eval"))

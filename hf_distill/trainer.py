@@ -34,7 +34,7 @@ from .checkpointing import (
 from .compatibility import check_layer_distillation
 from .data import PairCollator, infer_text_columns
 from .embedding_teachers import embedding_columns, embeds
-from .length_grouping import groups_by_length, with_length_column
+from .length_grouping import LengthGroupedSampling, groups_by_length
 from .loss_parameters import LossParameterSync
 from .losses.base import check_returned_terms, declared_terms, resolve_weights
 from .losses.logits import PredictionLoss
@@ -58,7 +58,7 @@ def _backbone_config(model: nn.Module):
     return getattr(config, "encoder", None) or config
 
 
-class DistillationTrainer(Trainer):
+class DistillationTrainer(LengthGroupedSampling, Trainer):
     """A `Trainer` that distils one or several teachers into the student.
 
     Args:
@@ -107,8 +107,6 @@ class DistillationTrainer(Trainer):
             data_collator = self._default_collator(args, student, tokenizer, columns)
         for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
             check_columns(name, dataset, data_collator)
-        train_dataset, eval_dataset = (with_length_column(d, tokenizer, data_collator, args, name)
-                                       for name, d in (("train", train_dataset), ("eval", eval_dataset)))
         self.evaluators = list(evaluators)
         super().__init__(
             model=model, args=args, data_collator=data_collator, train_dataset=train_dataset, eval_dataset=eval_dataset,

@@ -29,14 +29,14 @@ def test_grouped_training_adds_the_length_column_and_pads_less(tmp_path, teacher
     grouped = DistillationTrainer(model=student_of(teacher), args=make_args(tmp_path / "g", train_sampling_strategy="group_by_length"),
                                   train_dataset=data, eval_dataset=pair_dataset(16, seed=1))
     expected = token_lengths(teacher.tokenizer, [data["sentence1"], data["sentence2"]], 32).tolist()
-    assert grouped.train_dataset["length"] == expected
-    assert "length" in grouped.eval_dataset.column_names
-    assert isinstance(grouped._get_train_sampler(), LengthGroupedSampler)
+    sampler = grouped._get_train_sampler()
+    assert isinstance(sampler, LengthGroupedSampler) and list(sampler.lengths) == expected
+    assert isinstance(grouped._get_eval_sampler(grouped.eval_dataset), LengthGroupedSampler)
     shuffled = DistillationTrainer(model=student_of(teacher), args=make_args(tmp_path / "r"), train_dataset=data)
-    assert "length" not in shuffled.train_dataset.column_names
     assert _padding(grouped) < _padding(shuffled)
     grouped.train()  # the column survives pruning and the collator ignores it
     assert grouped.state.global_step == 4
+    assert "eval_loss" in grouped.evaluate(pair_dataset(8, seed=2))  # a set given to evaluate is grouped too
 
 
 def test_a_given_length_column_is_kept_and_rows_without_text_columns_must_bring_one(tmp_path, teacher):
