@@ -52,6 +52,7 @@ LOSSES = {
     "similarity": dict(embedding_mse_weight=0.0, similarity_structure_weight=1.0),
     "both": dict(embedding_mse_weight=1.0, similarity_structure_weight=1.0),
 }
+PROJECTED = ", projection kept"  # a run's row again, scored with its trained projection as the output layer
 TARGETS = {"l3": 82.0, "l2": 80.0}  # STS-B test Spearman, mean of 3 seeds
 SPEED_TARGET, TEACHER_GAP = 8.0, 2.0  # the 3-layer student: >= 8x the teacher's encoding speed, within 2 points of it
 
@@ -174,9 +175,31 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     trained = dict(steps=state["global_step"], epochs=round(state["epoch"], 3), train_sentences=metrics["train_sentences"],
                    validation_best=state.get("best_metric"), train_seconds=round(metrics["train_runtime"], 1),
                    resumed=training.resume_from_checkpoint is not None)
+    projection = trained_projection(out, state)
     for checkpoint in out.glob("checkpoint-*"):  # the best one is saved in `out`: a later run starts afresh
         shutil.rmtree(checkpoint)
-    return SiameseModel.from_pretrained(str(out)), trained
+    return SiameseModel.from_pretrained(str(out)), trained, projection
+
+
+def trained_projection(out: Path, state: dict) -> torch.nn.Linear | None:
+    """The embedding-MSE projection Linear(384, 768) of the run's best checkpoint: what `keep_projection: true`
+    keeps as the student's output layer (that run would also stop on the projected embeddings). None without one."""
+    from safetensors.torch import load_file
+
+    from hf_distill.checkpointing import DISTILLATION_STATE_NAME
+
+    best = state.get("best_model_checkpoint")
+    path = out / Path(best).name / DISTILLATION_STATE_NAME if best else None
+    if path is None or not path.exists():
+        return None
+    tensors = load_file(str(path))
+    key = next((k for k in tensors if k.endswith("projection.weight")), None)
+    if key is None:
+        return None
+    weight = tensors[key].float()
+    layer = torch.nn.Linear(weight.shape[1], weight.shape[0])
+    layer.load_state_dict({"weight": weight, "bias": tensors[key.removesuffix("weight") + "bias"].float()})
+    return layer
 
 
 # ---------------------------------------------------------------------------- the rows
@@ -206,9 +229,13 @@ def run(w: World, opts) -> dict:
             for loss in opts.losses:
                 name = f"distilled {student}"
                 if (name, loss, seed) not in done:
-                    model, trained = train(w, student, loss, seed, opts)
+                    model, trained, projection = train(w, student, loss, seed, opts)
                     row = dict(model=name, layers=layers_of(model), loss=loss, seed=seed, **trained, **scorer(model))
                     _append(results, path, row, scorer.speed(teacher))
+                    if projection is not None:  # the same student with its projection kept: 768-d embeddings
+                        model.add_output_layer(projection)
+                        row = dict(row, model=name + PROJECTED, **scorer(model))
+                        _append(results, path, row, scorer.speed(teacher))
     return results
 
 

@@ -54,3 +54,23 @@ def test_targets_name_the_best_loss_its_distance_and_the_teacher_gap():
     assert lines[1] == "- l2 (best loss `mse`, 1 seed): STS-B 80.5 vs target 80.0: met."
     rows[1:7] = [dict(r, stsb_spearman=r["stsb_spearman"] - 5) for r in rows[1:7]]
     assert "missed by 5.0" in embedding._targets(embedding._groups(rows))[0]
+
+
+def test_the_trained_projection_comes_from_the_best_checkpoint(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from hf_distill.checkpointing import DISTILLATION_STATE_NAME
+
+    embedding = _module()
+    assert embedding.trained_projection(tmp_path, {"best_model_checkpoint": None}) is None  # no evaluation, no best
+    for step, scale in ((4, 1.0), (8, 2.0)):  # the best is checkpoint-4, not the last one
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        weight, bias = scale * torch.arange(6.0).reshape(3, 2), scale * torch.ones(3)
+        save_file({"0.projection.weight": weight, "0.projection.bias": bias},
+                  str(tmp_path / f"checkpoint-{step}" / DISTILLATION_STATE_NAME))
+    layer = embedding.trained_projection(tmp_path, {"best_model_checkpoint": "/elsewhere/out/checkpoint-4"})
+    assert (layer.in_features, layer.out_features) == (2, 3)
+    torch.testing.assert_close(layer(torch.tensor([[1.0, 0.0]])), torch.tensor([[1.0, 3.0, 5.0]]))
+    save_file({"0.weights": torch.ones(2)}, str(tmp_path / "checkpoint-4" / DISTILLATION_STATE_NAME))
+    assert embedding.trained_projection(tmp_path, {"best_model_checkpoint": "checkpoint-4"}) is None  # no projection
