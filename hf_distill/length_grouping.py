@@ -6,16 +6,21 @@ sentences, random batches of 64 hold 3.8x the real tokens, grouped ones 1.07x. I
 row's length from the column `length_column_name`, or else from tokenised `input_ids`, which the
 raw-text rows of this package lack. `with_length_column` adds that column (the student's truncated
 token count of each row's texts); `LengthGroupedSampling` hands every sampler, training and
-evaluation alike, a dataset that has it, and the trainer keeps the column past column pruning.
+evaluation alike, a dataset that has it (`predict` keeps the rows' order), shuffles with `seed + epoch`
+so that a resumed run draws the same batches, and the trainer keeps the column past column pruning.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
+from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from .length_batching import token_lengths
 
-__all__ = ["GROUPING_STRATEGIES", "LengthGroupedSampling", "groups_by_length", "with_length_column"]
+__all__ = [
+    "GROUPING_STRATEGIES", "EpochSeededLengthGroupedSampler", "LengthGroupedSampling", "groups_by_length", "with_length_column",
+]
 
 GROUPING_STRATEGIES = ("group_by_length", "batch_rebalance")
 
@@ -65,14 +70,44 @@ def _row_lengths(tokenizer, texts: list[list], max_length: int) -> list[int]:
     return token_lengths(tokenizer, texts, max_length).tolist()
 
 
+class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
+    """transformers' `LengthGroupedSampler` shuffling with `seed + epoch` (as accelerate's seedable random sampler
+    does), not the process-wide RNG: a run resumed after its first epoch draws the same order as the run it goes on."""
+
+    def __init__(self, batch_size: int, lengths: list[int], seed: int):
+        super().__init__(batch_size, lengths=lengths, generator=torch.Generator())
+        self.seed, self.epoch = seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        self.generator.manual_seed(self.seed + self.epoch)
+        return super().__iter__()
+
+
 class LengthGroupedSampling:
     """Trainer mixin: the length-aware samplers see the length column, whichever dataset is sampled (the
-    training set, the eval set, or one given to `evaluate` / `predict`)."""
+    training set, the eval set, or one given to `evaluate`); `predict` keeps the rows' order."""
 
     def _get_train_sampler(self, train_dataset=None):
         dataset = train_dataset if train_dataset is not None else self.train_dataset
-        return super()._get_train_sampler(with_length_column(dataset, self.processing_class, self.data_collator, self.args))
+        sampler = super()._get_train_sampler(with_length_column(dataset, self.processing_class, self.data_collator, self.args))
+        if type(sampler) is LengthGroupedSampler and sampler.generator is None:
+            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            return EpochSeededLengthGroupedSampler(sampler.batch_size, sampler.lengths, seed)
+        return sampler
 
     def _get_eval_sampler(self, eval_dataset):
         return super()._get_eval_sampler(
             with_length_column(eval_dataset, self.processing_class, self.data_collator, self.args, "eval"))
+
+    def get_test_dataloader(self, test_dataset):
+        """In row order: transformers would group a test set by length too, and `predict` would return its
+        predictions shuffled."""
+        return self._get_dataloader(dataset=test_dataset, description="test", batch_size=self.args.eval_batch_size,
+                                    sampler_fn=self._in_row_order)
+
+    def _in_row_order(self, dataset):
+        """transformers' evaluation sampler without length grouping (sharded in order by accelerate when distributed)."""
+        return torch.utils.data.SequentialSampler(dataset) if self.args.world_size <= 1 else None

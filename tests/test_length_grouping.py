@@ -62,7 +62,18 @@ def test_a_query_groups_length_is_its_longest_query_passage_pair(tmp_path, tiny_
         assert length == max(pairs)
 
 
-def test_grouped_training_resumes_exactly(tmp_path, teacher):
+def test_predictions_come_back_in_row_order(tmp_path, teacher):
+    data, student = pair_dataset(40, seed=3), student_of(teacher)
+    predictions = [
+        DistillationTrainer(model=student, args=make_args(tmp_path / s, train_sampling_strategy=s, per_device_eval_batch_size=4),
+                            train_dataset=data).predict(data.remove_columns("label")).predictions
+        for s in ("random", "group_by_length")
+    ]
+    torch.testing.assert_close(torch.as_tensor(predictions[1]), torch.as_tensor(predictions[0]))
+
+
+@pytest.mark.parametrize("checkpoint", [4, 12])  # in the first epoch (10 steps), and in the second
+def test_grouped_training_resumes_exactly(tmp_path, teacher, checkpoint):
     data = pair_dataset(40)
 
     def train(folder, max_steps, resume=None):  # a fresh student each time: only the checkpoint carries state
@@ -74,6 +85,6 @@ def test_grouped_training_resumes_exactly(tmp_path, teacher):
         return trainer
 
     full = train(tmp_path / "full", 16)  # past one epoch (10 steps): the second epoch's order must match too
-    resumed = train(tmp_path / "full", 16, resume=str(tmp_path / "full" / "out" / "checkpoint-4"))
+    resumed = train(tmp_path / "full", 16, resume=str(tmp_path / "full" / "out" / f"checkpoint-{checkpoint}"))
     for (name, a), (_, b) in zip(full.model.state_dict().items(), resumed.model.state_dict().items()):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=f"{name} differs after resume")
