@@ -174,7 +174,7 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     state = json.loads((out / "trainer_state.json").read_text())
     trained = dict(steps=state["global_step"], epochs=round(state["epoch"], 3), train_sentences=metrics["train_sentences"],
                    validation_best=state.get("best_metric"), train_seconds=round(metrics["train_runtime"], 1),
-                   resumed=training.resume_from_checkpoint is not None)
+                   resumed=training.resume_from_checkpoint is not None, sampler=training.train_sampling_strategy)
     projection = trained_projection(out, state)
     for checkpoint in out.glob("checkpoint-*"):  # the best one is saved in `out`: a later run starts afresh
         shutil.rmtree(checkpoint)
