@@ -5,7 +5,7 @@ Every model is trained through the shipped recipes (`hf-distill train`), so the 
 
 - teacher: `recipes/teacher/wikiqa.yaml` on a MiniLM (or, `--teacher_backbone mpnet`, MPNet) backbone, trained
   once and cached (or `--teacher PATH`, any fine-tuned hf_distill cross-encoder);
-- k-layer cross-encoder students (the teacher's first k layers): "KD" = `recipes/simplified_tinybert/wikiqa.yaml`
+- k-layer cross-encoder students (k of the teacher's layers, the recipes' `layer_strategy`): "KD" = `recipes/simplified_tinybert/wikiqa.yaml`
   with its layer terms off and the logits precomputed (pointwise hard + soft), "Margin-MSE" =
   `recipes/ranking/cross_encoder_margin_mse.yaml`, "listwise KL" = `recipes/ranking/cross_encoder_listwise_kl.yaml`;
 - "Siamese Margin-MSE": `recipes/ranking/siamese_margin_mse.yaml` from the zero-shot all-MiniLM-L6-v2 bi-encoder.
@@ -184,6 +184,13 @@ def references(results: Results, sets: dict, teacher, opts) -> None:
                          **evaluate(model, sets, opts.max_length, dense=True)})
 
 
+def student_start(recipe: str) -> str:
+    """The recipe's `layer_strategy`: which teacher layers a cut student keeps (rows of another start run again)."""
+    import yaml
+
+    return str(yaml.safe_load((REPO / "recipes" / recipe).read_text()).get("layer_strategy", "uniform"))
+
+
 def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> None:
     """Every (depth, arm, seed) cross-encoder student and every seed of the Siamese student not yet in the results."""
     from hf_distill.checkpointing import last_complete_checkpoint
@@ -192,11 +199,13 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
     plan += [(None, SIAMESE_ARM)] if opts.siamese else []
     for seed in opts.seeds:  # seeds outermost: a cut-short run still has every arm
         for layers, arm in plan:
-            if results.has(arm=arm, layers=layers, seed=seed, teacher_sha256=opts.teacher_sha256):
-                continue
             recipe, extra = RECIPES[arm]
+            start = student_start(recipe) if layers else "all-MiniLM-L6-v2"
+            if results.has(arm=arm, layers=layers, seed=seed, teacher_sha256=opts.teacher_sha256, student_start=start):
+                continue
             depth = ["--num_student_layers", str(layers)] if layers else ["--model_name_or_path", backbone("minilm")]
-            out = CACHE / "runs" / NAME / opts.teacher_sha256[:12] / (f"L{layers}" if layers else "siamese") / arm.replace(" ", "_") / str(seed)
+            depth_dir = f"L{layers}-{start}" if layers else "siamese"  # a checkpoint of another start is not resumed
+            out = CACHE / "runs" / NAME / opts.teacher_sha256[:12] / depth_dir / arm.replace(" ", "_") / str(seed)
             last = last_complete_checkpoint(str(out))  # a run cut short goes on (not from a save it cut short)
             resume = ["--resume_from_checkpoint", last] if last else []
             seconds = cli_train(recipe, out, ["--teacher_name_or_path", str(folder), "--seed", str(seed),
@@ -205,7 +214,8 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
             student = load(out)
             speed = speed_up(student, teacher, sets["dl19"][0], opts.max_length, opts.rounds)
             row = {"model": f"{arm}, {layers or 6} layers", "kind": "student", "arm": arm, "layers": layers, "seed": seed,
-                   "teacher_sha256": opts.teacher_sha256, "train_seconds": seconds, "resumed": last is not None,
+                   "teacher_sha256": opts.teacher_sha256, "student_start": start, "train_seconds": seconds,
+                   "resumed": last is not None,
                    "speed_up": speed}
             results.add({**row, **evaluate(student, sets, opts.max_length, dense=layers is None)})
 
