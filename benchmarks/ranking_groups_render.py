@@ -143,6 +143,13 @@ def teacher_trained(rows: list[dict]) -> str:
     return teacher.get("trained", "`recipes/teacher/wikiqa.yaml` (WikiQA train)")
 
 
+def _starts(rows: list[dict]) -> str:
+    """Which teacher layers the cross-encoder students keep (the recipes' `layer_strategy`), from the rows."""
+    starts = sorted({r["student_start"] for r in rows if r.get("kind") == "student" and r.get("layers") and r.get("student_start")})
+    named = {"uniform": "every L/k-th layer (`uniform`: 3 and 6 of 6 at k = 2; 2, 4 and 6 at k = 3)", "first": "the first k layers"}
+    return "cross-encoder students are cut from the teacher: " + (" / ".join(named.get(s, s) for s in starts) or "none yet")
+
+
 def render(results: Path, page: Path, image: Path) -> str:
     """Write `page` (markdown) and `image` (PNG) from the results JSON; returns the page."""
     payload = json.loads(results.read_text())
@@ -152,7 +159,7 @@ def render(results: Path, page: Path, image: Path) -> str:
         "# Re-ranking distillation over query groups (#42)", "",
         f"Command: `{payload['command']}`", "", f"Machine: {payload['machine']}", "",
         f"The teacher: {teacher_trained(rows)}. The students train on WikiQA train (query groups of 8, the teacher's "
-        "scores precomputed once); every model is "
+        f"scores precomputed once; pointwise KD on its pairs); {_starts(rows)}. Every model is "
         "scored on WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot); values x100, mean ± std over seeds. "
         "Dense retrieval searches DL19's BM25 candidate pool (4,297 passages) by cosine. Speed-up: the same DL19 "
         "pairs re-ranked in turns with the teacher (a bi-encoder embeds the query and every passage).", "",
