@@ -23,13 +23,12 @@ import hashlib
 import json
 import os
 import random
-import shutil
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import torch
 
 from .batch_keys import logits_column
+from .content_cache import saved_by_content
 from .group_collator import GROUP_COLUMNS
 from .losses.group_scores import passage_scores
 from .ranking import Candidate, RankingData
@@ -49,17 +48,8 @@ def candidate_pairs(data: RankingData, cache_dir: str | os.PathLike | None = Non
     pairs = data.to_pairs()
     if not datasets.is_caching_enabled() or len(pairs) == 0:
         return pairs
-    digest = hashlib.sha256(json.dumps(pairs.to_dict(), sort_keys=True).encode())
-    root = Path(cache_dir) if cache_dir is not None else Path(datasets.config.HF_DATASETS_CACHE)
-    folder = root / "hf_distill_candidates" / digest.hexdigest()[:32]
-    if not (folder / "state.json").is_file():
-        partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
-        pairs.save_to_disk(str(partial))
-        try:
-            os.replace(partial, folder)  # atomic: a crash leaves no half-written folder behind
-        except OSError:  # another process saved it first
-            shutil.rmtree(partial, ignore_errors=True)
-    return datasets.load_from_disk(str(folder))
+    digest = hashlib.sha256(json.dumps(pairs.to_dict(), sort_keys=True).encode()).hexdigest()[:32]
+    return saved_by_content(pairs, digest, "candidates", cache_dir)
 
 
 def candidate_scores(

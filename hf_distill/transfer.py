@@ -13,6 +13,7 @@ from pathlib import Path
 
 from datasets import Dataset, concatenate_datasets, load_dataset
 
+from .content_cache import file_digest, saved_by_content
 from .origins import GOLD, ORIGIN_COLUMN, TRANSFER, check_unlabelled_by_teachers, mixed_features
 
 __all__ = ["PAIR_FILE_SUFFIXES", "add_transfer_pairs", "load_pairs"]
@@ -63,6 +64,7 @@ def load_pairs(
     builder, options = _format(files)
     renaming = _renaming(text_columns, source_columns)
     pairs = load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir, **options)
+    pairs = saved_by_content(pairs, file_digest(files, builder, options), "files", cache_dir)  # caches outlive a copy
     absent = [c for c in renaming if c not in pairs.column_names]
     if absent:
         raise ValueError(f"source_columns: the files {files} have no column {absent}; their columns: {pairs.column_names}.")
