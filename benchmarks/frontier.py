@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import CACHE, DATA, REPO, RESULTS, file_sha256, label_maps, machine, minilm_dir, resumable, run_arguments, smoke_option
+from common import CACHE, REPO, RESULTS, file_sha256, label_maps, load_task, machine, minilm_dir, resumable, run_arguments, smoke_option
 
 from hf_distill import CrossEncoderModel
 from hf_distill.augmentation import augment_pairs
@@ -70,10 +70,7 @@ AUGMENT_N = {"mrpc": 8, "stsb": 8, "snli": 4}
 
 def load_splits(task: str):
     """train / validation / test as datasets; SNLI's validation split becomes train + a held-out validation."""
-    from datasets import load_dataset
-
-    files = TASKS[task][5]
-    data = load_dataset("json", data_files={split: str(DATA / task / f"{name}.jsonl") for split, name in files.items()})
+    data = load_task(task, files=TASKS[task][5])  # saved by content: the cached labels outlive a fresh ../shared
     if task == "snli":
         split = data["train"].train_test_split(test_size=min(SNLI_HELD_OUT, len(data["train"]) // 4), seed=0)
         data["train"], data["validation"] = split["train"], split["test"]
