@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from common import CACHE, REPO, RESULTS, file_sha256, label_maps, load_task, machine, minilm_dir, resumable, run_arguments, smoke_option
+from frontier_render import row_setting
 
 from hf_distill import CrossEncoderModel
 from hf_distill.augmentation import augment_pairs
@@ -216,7 +217,7 @@ def run(opts) -> None:
     settings = dict(lr=opts.lr, eval_every=opts.eval_every, patience=opts.patience, budget_epochs=opts.budget_epochs,
                     sampler=opts.sampler)
     done = {(r["task"], r["student_layers"], r["arm"], r["seed"]) for r in load_rows(opts.results)["rows"]
-            if all(r.get(key, "random" if key == "sampler" else None) == value for key, value in settings.items())  # a run with other settings runs again
+            if all(row_setting(r, key) == value for key, value in settings.items())  # a run with other settings runs again
             and r.get("stop_metric") == STOP_METRIC[r["task"]]}
     loaded: dict = {}
     for seed, layers, task, arm in plan(opts):

@@ -17,9 +17,14 @@ ARM_ORDER = ("no KD", "KD", "KD + aug", "layer + aug")
 RANDOM_BATCHES = " (random batches)"
 
 
+def row_setting(row: dict, key: str):
+    """A training setting of a row; rows without `sampler` predate the field and trained on random batches."""
+    return row.get(key, "random" if key == "sampler" else None)
+
+
 def arm_label(row: dict) -> str:
-    """The row's arm, marked when its batches were random (rows without `sampler` predate the field)."""
-    return row["arm"] + (RANDOM_BATCHES if row.get("sampler", "random") == "random" else "")
+    """The row's arm, marked when its batches were random."""
+    return row["arm"] + (RANDOM_BATCHES if row_setting(row, "sampler") == "random" else "")
 
 
 def labels() -> list[str]:
