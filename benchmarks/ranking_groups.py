@@ -184,11 +184,25 @@ def references(results: Results, sets: dict, teacher, opts) -> None:
                          **evaluate(model, sets, opts.max_length, dense=True)})
 
 
-def student_start(recipe: str) -> str:
-    """The recipe's `layer_strategy`: which teacher layers a cut student keeps (rows of another start run again)."""
+def recipe_value(recipe: str, key: str, default=None):
     import yaml
 
-    return str(yaml.safe_load((REPO / "recipes" / recipe).read_text()).get("layer_strategy", "uniform"))
+    return yaml.safe_load((REPO / "recipes" / recipe).read_text()).get(key, default)
+
+
+def student_start(recipe: str) -> str:
+    """The recipe's `layer_strategy`: which teacher layers a cut student keeps (rows of another start run again)."""
+    return str(recipe_value(recipe, "layer_strategy", "uniform"))
+
+
+def train_dirs(recipe: str) -> list[Path]:
+    """The recipe's `ranking_train_dirs` (TREC folders that join WikiQA train), found in this world's data."""
+    return [DATA / "msmarco_trec_dl" / Path(folder).name for folder in recipe_value(recipe, "ranking_train_dirs") or []]
+
+
+def training_data(recipe: str) -> str:
+    """What the recipe trains on, e.g. "wikiqa+dl20" (rows of other data run again)."""
+    return "+".join(["wikiqa", *(folder.name for folder in train_dirs(recipe))])
 
 
 def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> None:
@@ -201,10 +215,14 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
         for layers, arm in plan:
             recipe, extra = RECIPES[arm]
             start = student_start(recipe) if layers else "all-MiniLM-L6-v2"
-            if results.has(arm=arm, layers=layers, seed=seed, teacher_sha256=opts.teacher_sha256, student_start=start):
+            data = training_data(recipe)
+            if results.has(arm=arm, layers=layers, seed=seed, teacher_sha256=opts.teacher_sha256, student_start=start,
+                           train_data=data):
                 continue
             depth = ["--num_student_layers", str(layers)] if layers else ["--model_name_or_path", backbone("minilm")]
-            depth_dir = f"L{layers}-{start}" if layers else "siamese"  # a checkpoint of another start is not resumed
+            depth += ["--ranking_train_dirs", *map(str, train_dirs(recipe))] if train_dirs(recipe) else []
+            # a checkpoint of another start or other data is not resumed
+            depth_dir = f"L{layers}-{start}-{data}" if layers else f"siamese-{data}"
             out = CACHE / "runs" / NAME / opts.teacher_sha256[:12] / depth_dir / arm.replace(" ", "_") / str(seed)
             last = last_complete_checkpoint(str(out))  # a run cut short goes on (not from a save it cut short)
             resume = ["--resume_from_checkpoint", last] if last else []
@@ -214,7 +232,7 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
             student = load(out)
             speed = speed_up(student, teacher, sets["dl19"][0], opts.max_length, opts.rounds)
             row = {"model": f"{arm}, {layers or 6} layers", "kind": "student", "arm": arm, "layers": layers, "seed": seed,
-                   "teacher_sha256": opts.teacher_sha256, "student_start": start, "train_seconds": seconds,
+                   "teacher_sha256": opts.teacher_sha256, "student_start": start, "train_data": data, "train_seconds": seconds,
                    "resumed": last is not None,
                    "speed_up": speed}
             results.add({**row, **evaluate(student, sets, opts.max_length, dense=layers is None)})

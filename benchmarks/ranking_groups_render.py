@@ -150,6 +150,20 @@ def _starts(rows: list[dict]) -> str:
     return "cross-encoder students are cut from the teacher: " + (" / ".join(named.get(s, s) for s in starts) or "none yet")
 
 
+def training_line(rows: list[dict]) -> str:
+    """What the students train on, from the rows (rows from before the field: WikiQA train alone)."""
+    named = {"wikiqa": "WikiQA train", "wikiqa+dl20": "WikiQA train + DL20 (its BM25 candidates: query groups for the "
+             "grouped losses, teacher-labelled transfer pairs for pointwise KD)"}
+    found: dict[str, list[str]] = {}
+    for row in (r for r in rows if r.get("kind") == "student"):
+        kinds = found.setdefault(row.get("train_data", "wikiqa"), [])
+        kind = "cross-encoder" if row.get("layers") else "Siamese"
+        if kind not in kinds:
+            kinds.append(kind)
+    parts = [f"the {' and '.join(kinds)} students on {named.get(data, data)}" for data, kinds in found.items()]
+    return "; ".join(parts) or "no student yet"
+
+
 def render(results: Path, page: Path, image: Path) -> str:
     """Write `page` (markdown) and `image` (PNG) from the results JSON; returns the page."""
     payload = json.loads(results.read_text())
@@ -158,8 +172,8 @@ def render(results: Path, page: Path, image: Path) -> str:
     text = "\n".join([
         "# Re-ranking distillation over query groups (#42)", "",
         f"Command: `{payload['command']}`", "", f"Machine: {payload['machine']}", "",
-        f"The teacher: {teacher_trained(rows)}. The students train on WikiQA train (query groups of 8, the teacher's "
-        f"scores precomputed once; pointwise KD on its pairs); {_starts(rows)}. Every model is "
+        f"The teacher: {teacher_trained(rows)}. Training data: {training_line(rows)} (query groups of 8, the teacher's "
+        f"scores precomputed once; pointwise KD on pairs); {_starts(rows)}. Every model is "
         "scored on WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot); values x100, mean ± std over seeds. "
         "Dense retrieval searches DL19's BM25 candidate pool (4,297 passages) by cosine. Speed-up: the same DL19 "
         "pairs re-ranked in turns with the teacher (a bi-encoder embeds the query and every passage).", "",

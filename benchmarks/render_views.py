@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from frontier_render import RANDOM_BATCHES, arm_label
 from glue_tasks import GLUE_TASKS
-from ranking_groups_render import QUALITY
+from ranking_groups_render import QUALITY, training_line
 from render import (
     DOCS,
     NO_RESULTS,
@@ -372,8 +372,8 @@ def summary_ranking_groups() -> list[str]:
     rows, note = _same_teacher(_rows("ranking_groups"))
     if not rows:
         return _no_results("ranking")
-    lines = ["Re-ranking students of a WikiQA-trained cross-encoder teacher, trained on WikiQA train pointwise (KD) or over "
-             "query groups; WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot), x100, mean ± std over seeds; "
+    lines = [f"Re-ranking students of a cross-encoder teacher; training data: {training_line(rows)}, pointwise (KD) or "
+             "over query groups; WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot), x100, mean ± std over seeds; "
              "speed-up: the same DL19 pairs re-ranked in turns with the teacher."
              + (note or ""), "",
              "| model | seeds | " + " | ".join(title for _, title in QUALITY) + " | speed-up |",

@@ -16,7 +16,7 @@ from datasets import Dataset, concatenate_datasets, load_dataset
 from .content_cache import file_digest, saved_by_content
 from .origins import GOLD, ORIGIN_COLUMN, TRANSFER, check_unlabelled_by_teachers, mixed_features
 
-__all__ = ["PAIR_FILE_SUFFIXES", "add_transfer_pairs", "load_pairs"]
+__all__ = ["PAIR_FILE_SUFFIXES", "add_transfer_pairs", "append_transfer_rows", "load_pairs"]
 
 _FORMATS = {".jsonl": ("json", {}), ".json": ("json", {}), ".csv": ("csv", {}), ".tsv": ("csv", {"sep": "\t"})}
 PAIR_FILE_SUFFIXES = tuple(_FORMATS)  # the file types `load_pairs` reads
@@ -79,14 +79,17 @@ def add_transfer_pairs(
     source_columns: Sequence[str] | Mapping[str, str] | None = None,
     cache_dir: str | None = None,
 ) -> Dataset:
-    """`dataset` followed by the pairs of `files` (`load_pairs`): their other columns, the label included,
-    are None, and `origin` is "transfer" (the training rows keep theirs, "gold" where they had none)."""
+    """`dataset` followed by the pairs of `files` (`load_pairs`) as transfer rows (`append_transfer_rows`)."""
     check_unlabelled_by_teachers(dataset, "add_transfer_pairs")
-    missing = [c for c in text_columns if c not in dataset.column_names]
-    if missing:
-        raise ValueError(f"text_columns={list(text_columns)!r} is not valid: the dataset has no {missing}; "
-                         f"its columns: {dataset.column_names}.")
-    pairs = load_pairs(files, text_columns, source_columns, cache_dir)
+    _check_text_columns(dataset, text_columns)
+    return append_transfer_rows(dataset, load_pairs(files, text_columns, source_columns, cache_dir), text_columns)
+
+
+def append_transfer_rows(dataset: Dataset, pairs: Dataset, text_columns: Sequence[str]) -> Dataset:
+    """`dataset` followed by `pairs` (their columns: `text_columns` only): the pairs' other columns, the label
+    included, are None, and `origin` is "transfer" (the training rows keep theirs, "gold" where they had none)."""
+    check_unlabelled_by_teachers(dataset, "append_transfer_rows")
+    _check_text_columns(dataset, text_columns)
     features = mixed_features(dataset)
     if ORIGIN_COLUMN not in dataset.column_names:
         dataset = dataset.add_column(ORIGIN_COLUMN, [GOLD] * len(dataset), feature=features[ORIGIN_COLUMN])
@@ -98,3 +101,10 @@ def add_transfer_pairs(
 
     pairs = pairs.map(fill, batched=True, features=features, desc="Transfer pairs")
     return concatenate_datasets([dataset, pairs])
+
+
+def _check_text_columns(dataset: Dataset, text_columns: Sequence[str]) -> None:
+    missing = [c for c in text_columns if c not in dataset.column_names]
+    if missing:
+        raise ValueError(f"text_columns={list(text_columns)!r} is not valid: the dataset has no {missing}; "
+                         f"its columns: {dataset.column_names}.")

@@ -76,3 +76,29 @@ def test_group_settings_fail_before_training(ranking, tmp_path, capsys, extra, m
         main([*common, *(ranking["backbone"] if value == "BACKBONE" else value for value in extra)])
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o" / "all_results.json").exists()
+
+
+POINTWISE = ["--ranking_group_size", "null", "--margin_mse_weight", "0", "--hard_weight", "0.5", "--soft_weight", "0.5",
+             "--precompute_teacher_logits", "true"]
+
+
+def test_pointwise_training_takes_the_trec_candidates_as_transfer_pairs(ranking, tmp_path, caplog):
+    from hf_distill.ranking import load_trec_run
+
+    out = tmp_path / "pointwise"
+    gold = sum(1 for _ in open(Path(ranking["qa"]) / "train.jsonl"))
+    candidates = len(load_trec_run(ranking["trec"]).to_pairs())
+    with caplog.at_level("INFO", logger="hf_distill.cli.training_set"):
+        assert main(["train", str(RECIPES / "cross_encoder_margin_mse.yaml"), "--teacher_name_or_path", ranking["teacher"],
+                     "--data_dir", ranking["qa"], "--ranking_eval_dirs", ranking["trec"], "--ranking_train_dirs",
+                     ranking["trec"], "--output_dir", str(out), *TINY, *POINTWISE]) == 0
+    assert f"training set: {gold} gold + {candidates} transfer rows" in caplog.text
+    assert {"hard", "soft"} <= _logged_terms(out)
+
+
+def test_pointwise_trec_candidates_need_a_teacher(ranking, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", str(RECIPES / "cross_encoder_margin_mse.yaml"), "--teacher_name_or_path", "null",
+              "--num_student_layers", "null", "--model_name_or_path", ranking["backbone"], "--data_dir", ranking["qa"],
+              "--ranking_train_dirs", ranking["trec"], "--output_dir", str(tmp_path / "o"), *TINY, *POINTWISE])
+    assert "ranking_train_dirs needs teachers" in capsys.readouterr().err

@@ -73,12 +73,13 @@ def _tiny_data(root: Path) -> Path:
     for split in ("validation", "test"):  # as the project's copy: no SNLI train split
         _write(data / "snli" / f"{split}.jsonl", [dict(zip(("premise", "hypothesis"), pairs()),
                                                        label=TASK_LABELS["snli"][1][i % 3]) for i in range(12)])
-    trec = data / "msmarco_trec_dl" / "dl19"
-    _write(trec / "queries.jsonl", [{"qid": "1", "query": _say(rng, 3)}, {"qid": "2", "query": _say(rng, 3)}])
-    _write(trec / "corpus.jsonl", [{"pid": str(p), "text": _say(rng, 8)} for p in range(4)])
-    _write(trec / "qrels.jsonl", [{"qid": "1", "pid": "0", "relevance": 3}, {"qid": "2", "pid": "3", "relevance": 2}])
-    _write(trec / "candidates.jsonl", [{"qid": q, "pid": str(p), "rank": p + 1, "score": 10.0 - p}
-                                       for q in ("1", "2") for p in range(4)])
+    for year in ("dl19", "dl20"):
+        trec = data / "msmarco_trec_dl" / year
+        _write(trec / "queries.jsonl", [{"qid": "1", "query": _say(rng, 3)}, {"qid": "2", "query": _say(rng, 3)}])
+        _write(trec / "corpus.jsonl", [{"pid": str(p), "text": _say(rng, 8)} for p in range(4)])
+        _write(trec / "qrels.jsonl", [{"qid": "1", "pid": "0", "relevance": 3}, {"qid": "2", "pid": "3", "relevance": 2}])
+        _write(trec / "candidates.jsonl", [{"qid": q, "pid": str(p), "rank": p + 1, "score": 10.0 - p}
+                                           for q in ("1", "2") for p in range(4)])
     return data
 
 

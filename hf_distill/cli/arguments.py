@@ -197,7 +197,10 @@ class DataArguments:
     )
     ranking_train_dirs: list[str] | None = field(
         default=None,
-        metadata={"help": "TREC-layout folders (e.g. msmarco_trec_dl/dl20) whose queries join the training query groups."},
+        metadata={
+            "help": "TREC-layout folders (e.g. msmarco_trec_dl/dl20) whose queries join the training set: as query "
+            "groups with ranking_group_size, else every (query, candidate) pair as a transfer pair the teachers label."
+        },
     )
     retrieval_eval_dirs: list[str] | None = field(
         default=None,

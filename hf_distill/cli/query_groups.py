@@ -7,7 +7,9 @@ each group holds a positive and n - 1 negatives drawn from the query's candidate
 student trains on them through a `GroupCollator` with the group losses (`margin_mse_weight`,
 `listwise_kl_weight`, `in_batch_weight`); no teacher runs during training. The validation split
 stays pairs (the collator hands them to a `PairCollator`). `retrieval_eval_dirs` adds dense
-retrieval of TREC folders' passage pools (`hf_distill.retrieval`) to the test phase.
+retrieval of TREC folders' passage pools (`hf_distill.retrieval`) to the test phase. Without
+`ranking_group_size`, the ranking_train_dirs folders' candidate pairs join as transfer pairs instead
+(`training_set.extend_training_set`).
 """
 
 from __future__ import annotations
@@ -37,11 +39,9 @@ def check_group_arguments(data_args) -> None:
         raise ConfigError(
             f"ranking_positives={data_args.ranking_positives!r} is not valid; choose one of {', '.join(POSITIVES)}."
         )
-    if data_args.ranking_train_dirs and not size:
-        raise ConfigError("ranking_train_dirs needs ranking_group_size: TREC folders join the training set as query groups.")
 
 
-def _check_folders(data_args) -> None:
+def check_trec_folders(data_args) -> None:
     """Every ranking_train_dirs / retrieval_eval_dirs folder has the TREC files (before any training)."""
     for name in ("ranking_train_dirs", "retrieval_eval_dirs"):
         for folder in getattr(data_args, name) or []:
@@ -87,7 +87,7 @@ def group_training_set(splits, student, teachers: list, data_args, training_args
     collator; the split, the teachers and None as they were without ranking_group_size."""
     from ..modeling import SiameseModel
 
-    _check_folders(data_args)
+    check_trec_folders(data_args)
     siamese = isinstance(student, SiameseModel)
     if data_args.retrieval_eval_dirs and not siamese:
         raise ConfigError("retrieval_eval_dirs needs student_type: siamese; a cross-encoder embeds no passage alone.")

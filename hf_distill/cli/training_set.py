@@ -23,6 +23,7 @@ def check_needs_teachers(model_args: ModelArguments, data_args: DataArguments) -
     """Augmented and transfer rows have no gold label: only teachers can teach them."""
     asked = [f"augment_n={data_args.augment_n}"] if data_args.augment_n else []
     asked += ["transfer_files"] if data_args.transfer_files else []
+    asked += ["ranking_train_dirs"] if data_args.ranking_train_dirs and not data_args.ranking_group_size else []
     if asked and not model_args.teacher_name_or_path:
         raise ConfigError(
             f"{' and '.join(asked)} need{'s' if len(asked) == 1 else ''} teachers: the rows added have no gold labels "
@@ -37,9 +38,11 @@ def _logit_columns(dataset) -> list[str]:
 
 
 def extend_training_set(train, teachers: list, text_columns: list[str], data_args: DataArguments, training_args):
-    """`train` followed by its augmented pairs (data_args.augment_*) and the transfer pairs (transfer_files),
-    computed on the main process first (the others read the `datasets` cache)."""
-    if not (data_args.augment_n or data_args.transfer_files):
+    """`train` followed by its augmented pairs (data_args.augment_*) and the transfer pairs (transfer_files; for
+    pointwise training, every (query, candidate) of the ranking_train_dirs folders too), computed on the main
+    process first (the others read the `datasets` cache)."""
+    trec_pairs = bool(data_args.ranking_train_dirs) and not data_args.ranking_group_size  # groups: query_groups
+    if not (data_args.augment_n or data_args.transfer_files or trec_pairs):
         return train
     if _logit_columns(train):
         logger.info("the training set already holds %s: used as it is (no augmentation or transfer pairs added)",
@@ -55,7 +58,25 @@ def extend_training_set(train, teachers: list, text_columns: list[str], data_arg
                 train = add_transfer_pairs(train, data_args.transfer_files, text_columns, data_args.transfer_columns)
             except ValueError as error:  # a missing column: say which key to fix
                 raise ConfigError(f"transfer_files / transfer_columns: {error}") from None
+        if trec_pairs:
+            train = _add_candidate_pairs(train, text_columns, data_args)
     logger.info("training set: %s", describe_origins(train))
+    return train
+
+
+def _add_candidate_pairs(train, text_columns: list[str], data_args: DataArguments):
+    """Every (query, first-stage candidate) pair of each ranking_train_dirs folder as a transfer row under the
+    training set's text columns: the teachers label them; the folder's judgements are not used."""
+    from ..ranking import load_trec_run
+    from ..ranking_groups import candidate_pairs
+    from ..transfer import append_transfer_rows
+    from .query_groups import check_trec_folders
+
+    check_trec_folders(data_args)
+    renaming = {k: v for k, v in zip(("query", "passage"), text_columns) if k != v}
+    for folder in data_args.ranking_train_dirs:
+        pairs = candidate_pairs(load_trec_run(folder)).select_columns(["query", "passage"])
+        train = append_transfer_rows(train, pairs.rename_columns(renaming), text_columns)
     return train
 
 
