@@ -11,14 +11,14 @@ the table under the command and machine that produced it) or a view, `VIEW:ARGUM
 results files (`emd:emd_glue_first`, `summary:kd`; the views are in `render_views.py`). Relative links
 in a block are written relative to benchmarks/results/ and rewritten for the page that holds the block.
 Some scripts render a whole page of their own (`WHOLE_PAGES`: frontier, ranking, deployment, labelling,
-embedding); until their JSON exists the page says so and gives the command.
+embedding, quickstart); until their JSON exists the page says so and gives the command.
 
     python benchmarks/render.py            # rewrite benchmarks/results/*.md, then every block in README.md and docs/
     python benchmarks/render.py --check    # compare only; exit 1, naming every file or block that differs
 
 Each benchmark script's `--render` rewrites its own results/NAME.md from the JSON, then does the same.
 Nothing here imports torch or loads a model (tests/test_rendered_docs.py renders every block on every
-test run); the whole-page renderers of deployment, labelling and embedding live in their scripts, which
+test run); the whole-page renderers of deployment, labelling, embedding and quickstart live in their scripts, which
 are imported only once their JSON exists, and a whole page is rewritten by its script's render mode.
 """
 
@@ -182,6 +182,10 @@ def _deployment(path: Path) -> str:
     return _function("deployment:render")(json.loads(path.read_text()))
 
 
+def _quickstart(path: Path) -> str:
+    return _function("quickstart:render")(json.loads(path.read_text()))
+
+
 def _embedding(path: Path) -> str:
     with tempfile.TemporaryDirectory() as folder:
         return _function("embedding:render")(SimpleNamespace(results=path.parent, docs=Path(folder)))
@@ -211,6 +215,7 @@ WHOLE_PAGES = {
     DOCS / "results" / "labelling.md": WholePage(RESULTS / "labelling.json", _labelling, "labelling.py"),
     DOCS / "results" / "deployment.md": WholePage(RESULTS / "deployment.json", _deployment, "deployment.py"),
     DOCS / "results" / "embedding.md": WholePage(RESULTS / "embedding.json", _embedding, "embedding.py"),
+    DOCS / "results" / "quickstart.md": WholePage(RESULTS / "quickstart.json", _quickstart, "quickstart.py"),
 }
 NO_RESULTS = "No results yet"
 

@@ -420,7 +420,7 @@ def summary_embedding() -> list[str]:
 
 
 PAGE_TITLES = {"frontier": "quality against speed-up", "ranking": "re-ranking over query groups", "deployment": "ONNX and int8",
-               "labelling": "labelling throughput", "embedding": "embedding teachers"}
+               "labelling": "labelling throughput", "embedding": "embedding teachers", "quickstart": "the quickstart, end to end"}
 # whole pages with a summary of their own (page stem -> summary), which says itself that the benchmark has not run
 OWN_SUMMARY = {"frontier": "frontier", "ranking": "ranking_groups", "embedding": "embedding"}
 

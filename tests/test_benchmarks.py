@@ -295,3 +295,17 @@ def test_frontier_resumes_a_run_only_with_its_own_settings(tmp_path):
     assert frontier.resumable(tmp_path / "run", args, frontier.RESUME_FIELDS) == str(checkpoint)
     other = frontier.arguments(str(tmp_path / "run"), "stsb", 0, lr=1e-4, max_steps=100, eval_steps=25, alpha=0.5)
     assert frontier.resumable(tmp_path / "run", other, frontier.RESUME_FIELDS) is None and not (tmp_path / "run").exists()
+
+
+def test_quickstart(smoke):
+    """One row per seed from the quickstart's own results: the three models' accuracy, the gaps, pairs/s, the wall time;
+    the page renders them with the targets."""
+    results, page = _results(smoke, "quickstart.py")
+    fields = {"seed", "data", "minutes_wall", "teacher", "student_kd_aug", "student_no_kd", "gap_teacher_kd", "gain_kd_over_no_kd",
+              "pairs_per_s_teacher", "pairs_per_s_kd_aug", "pairs_per_s_no_kd", "machine"}
+    (row,) = results["rows"]
+    assert row["seed"] == 42 and fields <= set(row) and "embedded demo set" in row["data"]
+    assert row["gap_teacher_kd"] == pytest.approx(row["teacher"] - row["student_kd_aug"]) and row["minutes_wall"] > 0
+    assert all(0 <= row[key] <= 100 for key in ("teacher", "student_kd_aug", "student_no_kd"))
+    assert results["commands"] == ["python benchmarks/quickstart.py --smoke"]
+    assert "| 42 | " in page and "## Targets (issue #40 item 8)" in page
