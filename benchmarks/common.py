@@ -98,15 +98,18 @@ def load_task(task: str, splits=("train", "validation"), files: dict[str, str] |
         sys.exit(f"{folder} not found: the real datasets live in ../shared/data")
     from datasets import DatasetDict
 
-    from hf_distill.content_cache import file_digest, saved_by_content
+    from hf_distill.content_cache import files_by_content
 
     # smoke: the `datasets` cache (and the labelled copies add_teacher_logits caches beside it) in the smoke folder
     cache_dir = str(CACHE / "datasets") if SMOKE else None
     data = DatasetDict()
     for split, name in (files or {s: s for s in splits}).items():  # saved by content: caches outlive a fresh copy
         path = folder / f"{name}.jsonl"
-        rows = load_dataset("json", data_files={split: str(path)}, split=split, cache_dir=cache_dir)
-        data[split] = saved_by_content(rows, file_digest([path], "json", split), "files", cache_dir)
+        data[split] = files_by_content(
+            lambda mode, split=split, path=path: load_dataset("json", data_files={split: str(path)}, split=split,
+                                                              cache_dir=cache_dir, download_mode=mode),
+            [path], ("json", split), cache_dir,
+        )
     return data
 
 

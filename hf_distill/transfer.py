@@ -13,7 +13,7 @@ from pathlib import Path
 
 from datasets import Dataset, concatenate_datasets, load_dataset
 
-from .content_cache import file_digest, saved_by_content
+from .content_cache import files_by_content
 from .origins import GOLD, ORIGIN_COLUMN, TRANSFER, check_unlabelled_by_teachers, mixed_features
 
 __all__ = ["PAIR_FILE_SUFFIXES", "add_transfer_pairs", "append_transfer_rows", "load_pairs"]
@@ -63,8 +63,10 @@ def load_pairs(
         raise ValueError(f"files={files!r} is not valid; {missing_files or 'none'} given or found.")
     builder, options = _format(files)
     renaming = _renaming(text_columns, source_columns)
-    pairs = load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir, **options)
-    pairs = saved_by_content(pairs, file_digest(files, builder, options), "files", cache_dir)  # caches outlive a copy
+    pairs = files_by_content(  # saved by content: the maps cached on it outlive a fresh copy of the files
+        lambda mode: load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir, download_mode=mode, **options),
+        files, (builder, options), cache_dir,
+    )
     absent = [c for c in renaming if c not in pairs.column_names]
     if absent:
         raise ValueError(f"source_columns: the files {files} have no column {absent}; their columns: {pairs.column_names}.")

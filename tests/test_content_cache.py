@@ -64,6 +64,33 @@ def test_other_content_or_another_reading_is_another_folder(tmp_path):
     assert loaded["sentence1"][0] == "a cow sat"
 
 
+def _rewrite_keeping_the_time(path, text):
+    """New bytes under the old path and modification time (a coarse clock, `cp -p`, `rsync -t`, tar)."""
+    before = os.stat(path)
+    path.write_text(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_file_rewritten_with_its_old_time_is_read_anew_and_its_copies_too(tmp_path):
+    path, cache = _write(tmp_path / "a" / "train.jsonl"), str(tmp_path / "cache")
+    assert _load_file("train", str(path), cache)["sentence1"][0] == "a cat sat"
+    _rewrite_keeping_the_time(path, ROWS.replace("cat", "cow"))  # `datasets` alone keeps the old rows for it
+    assert _load_file("train", str(path), cache)["sentence1"][0] == "a cow sat"
+    copy = _write(tmp_path / "b" / "train.jsonl", ROWS.replace("cat", "cow"))  # the new bytes' saved rows are new
+    assert _load_file("train", str(copy), cache)["sentence1"][0] == "a cow sat"
+    pairs = _write(tmp_path / "transfer.jsonl", ROWS.replace("cat", "cow"))
+    assert load_pairs([str(pairs)], ["sentence1", "sentence2"], cache_dir=cache)["sentence1"][0] == "a cow sat"
+    _rewrite_keeping_the_time(pairs, ROWS.replace("cat", "hen"))
+    assert load_pairs([str(pairs)], ["sentence1", "sentence2"], cache_dir=cache)["sentence1"][0] == "a hen sat"
+
+
+def test_saved_bytes_are_not_read_again(tmp_path, monkeypatch):
+    path, cache = _write(tmp_path / "train.jsonl"), str(tmp_path / "cache")
+    loaded = _load_file("train", str(path), cache)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("the saved rows were read anew"))
+    assert _load_file("train", str(path), cache).to_list() == loaded.to_list()
+
+
 def test_transfer_files_are_saved_by_content_too(tmp_path):
     path = _write(tmp_path / "transfer.jsonl")
     pairs = load_pairs([str(path)], ["sentence1", "sentence2"], cache_dir=str(tmp_path / "cache"))
@@ -82,3 +109,14 @@ def test_nothing_is_saved_without_caching_or_rows(tmp_path, case):
         datasets.enable_caching()
     assert kept is rows
     assert not (tmp_path / "hf_distill_files").exists()
+
+
+def test_writers_never_share_a_half_written_folder(tmp_path):
+    # what a crashed writer left, or a writer on another machine with the same process id is writing
+    other = tmp_path / "hf_distill_files" / f"digest.partial-{os.getpid()}"
+    other.mkdir(parents=True)
+    (other / "data-00001-of-00002.arrow").write_text("not this dataset's")
+    kept = saved_by_content(datasets.Dataset.from_dict({"text": ["a"]}), "digest", "files", tmp_path)
+    assert sorted(os.listdir(tmp_path / "hf_distill_files" / "digest")) == [
+        "data-00000-of-00001.arrow", "dataset_info.json", "state.json"]
+    assert kept["text"] == ["a"]

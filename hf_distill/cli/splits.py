@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..content_cache import file_digest, saved_by_content
+from ..content_cache import files_by_content
 from .arguments import DataArguments
 from .data_files import unreadable_file
 from .errors import ConfigError
@@ -68,7 +68,7 @@ def load_raw_datasets(data_args: DataArguments, cache_dir: str | None = None):
 
 
 def _load_file(split: str, path: str, cache_dir: str | None):
-    """One split from one local file, saved by content (`saved_by_content`); a file `datasets` cannot read is a
+    """One split from one local file, saved by content (`files_by_content`); a file `datasets` cannot read is a
     `ConfigError` naming its first bad line (`datasets` logs its own error too, with a traceback: silenced here,
     the `ConfigError` says it in one line)."""
     from datasets import load_dataset
@@ -76,17 +76,21 @@ def _load_file(split: str, path: str, cache_dir: str | None):
 
     suffix = Path(path).suffix.lower()
     extra = {"delimiter": "\t"} if suffix == ".tsv" else {}
-    datasets_logger = logging.getLogger("datasets")
-    level = datasets_logger.level
-    datasets_logger.setLevel(logging.CRITICAL)
-    try:
-        dataset = load_dataset(FILE_BUILDERS[suffix], data_files={split: path}, split=split, cache_dir=cache_dir, **extra)
-    except (DatasetGenerationError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
-        raise unreadable_file(f"{split} file", path, error) from error
-    finally:
-        datasets_logger.setLevel(level)
+
+    def read(download_mode):
+        datasets_logger = logging.getLogger("datasets")
+        level = datasets_logger.level
+        datasets_logger.setLevel(logging.CRITICAL)
+        try:
+            return load_dataset(FILE_BUILDERS[suffix], data_files={split: path}, split=split, cache_dir=cache_dir,
+                                download_mode=download_mode, **extra)
+        except (DatasetGenerationError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            raise unreadable_file(f"{split} file", path, error) from error
+        finally:
+            datasets_logger.setLevel(level)
+
     # keyed by content, not path and age: labels and augmentation cached on it survive a fresh copy of the file
-    return saved_by_content(dataset, file_digest([path], FILE_BUILDERS[suffix], extra, split), "files", cache_dir)
+    return files_by_content(read, [path], (FILE_BUILDERS[suffix], extra, split), cache_dir)
 
 
 def split_sources(data_args: DataArguments) -> dict[str, str]:
