@@ -102,3 +102,29 @@ def test_pointwise_trec_candidates_need_a_teacher(ranking, tmp_path, capsys):
               "--num_student_layers", "null", "--model_name_or_path", ranking["backbone"], "--data_dir", ranking["qa"],
               "--ranking_train_dirs", ranking["trec"], "--output_dir", str(tmp_path / "o"), *TINY, *POINTWISE])
     assert "ranking_train_dirs needs teachers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "label"])
+def test_a_missing_trec_training_folder_fails_before_anything_loads(ranking, tmp_path, capsys, monkeypatch, command):
+    import hf_distill.cli.train as train_module
+
+    monkeypatch.setattr(train_module, "load_data", lambda *a, **k: pytest.fail("data loaded before the folders' check"))
+    output = ["--output", str(tmp_path / "labelled")] if command == "label" else []
+    with pytest.raises(SystemExit):
+        main([command, str(RECIPES / "cross_encoder_margin_mse.yaml"), "--teacher_name_or_path", ranking["teacher"],
+              "--data_dir", ranking["qa"], "--ranking_eval_dirs", ranking["trec"], "--ranking_train_dirs", "/nowhere",
+              "--output_dir", str(tmp_path / "o"), *TINY, *POINTWISE, *output])
+    assert "ranking_train_dirs: '/nowhere' lacks" in capsys.readouterr().err
+
+
+def test_pointwise_trec_candidates_need_a_pair_of_text_columns(ranking, tmp_path, capsys):
+    sentences = tmp_path / "sentences"
+    sentences.mkdir()
+    (sentences / "train.jsonl").write_text("".join(json.dumps({"sentence": f"s {i}", "label": i % 2}) + "\n" for i in range(4)))
+    with pytest.raises(SystemExit):  # one sentence column, inferred: no (query, passage) pair to put them in
+        main(["train", str(RECIPES / "cross_encoder_margin_mse.yaml"), "--teacher_name_or_path", ranking["teacher"],
+              "--data_dir", str(sentences), "--text_columns", "null", "--ranking_qid_column", "null",
+              "--ranking_eval_dirs", ranking["trec"], "--ranking_train_dirs", ranking["trec"], "--output_dir",
+              str(tmp_path / "o"), *TINY, *POINTWISE])
+    assert "ranking_train_dirs needs two text_columns (query, passage) for its candidate pairs; the training set's " \
+           "text_columns are ['sentence']" in capsys.readouterr().err

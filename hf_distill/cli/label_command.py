@@ -41,6 +41,7 @@ def label(argv: list[str]) -> str:
     """Label the recipe's training set with its teachers and save it to --output; returns the folder."""
     from transformers import set_seed
 
+    from .query_groups import check_trec_folders
     from .recipe_task import recipe_task
     from .train import load_data, load_teachers, setup_logging
     from .training_set import describe_origins, extend_training_set, label_training_set
@@ -56,6 +57,7 @@ def label(argv: list[str]) -> str:
         raise ConfigError(f"--output {output!r} is the train_dataset_dir it reads; save the labelled set elsewhere.")
     check_model_sources(model_args, data_args, rest[0] if rest and not rest[0].startswith("--") else None,
                         student=False)
+    check_trec_folders(data_args)  # ranking_train_dirs' candidate pairs join the set: before any loading
     setup_logging(training_args)
     set_seed(training_args.seed)
     splits = load_data(model_args, data_args, training_args, do_train=True)

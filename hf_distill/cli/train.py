@@ -95,7 +95,11 @@ def setup_logging(training_args) -> None:
 
 
 def check_inputs(data_args: DataArguments) -> None:
-    """The evaluation folders and files exist, before any loading: a typo should not cost a training run."""
+    """The evaluation folders and files and the TREC training folders exist, before any loading: a typo should
+    not cost a training run (nor model loading and augmentation)."""
+    from .query_groups import check_trec_folders
+
+    check_trec_folders(data_args)
     for folder in data_args.ranking_eval_dirs or []:
         missing = [f for f in TREC_FILES if not (Path(folder) / f).is_file()]
         if missing:

@@ -48,6 +48,8 @@ def extend_training_set(train, teachers: list, text_columns: list[str], data_arg
         logger.info("the training set already holds %s: used as it is (no augmentation or transfer pairs added)",
                     ", ".join(_logit_columns(train)))
         return train
+    if trec_pairs:  # before augmentation, which takes long
+        _check_candidate_sources(text_columns, data_args)
     with training_args.main_process_first(desc="augmentation and transfer pairs"):
         if data_args.augment_n:
             train = _augment(train, teachers[0], text_columns, data_args, training_args)
@@ -70,14 +72,24 @@ def _add_candidate_pairs(train, text_columns: list[str], data_args: DataArgument
     from ..ranking import load_trec_run
     from ..ranking_groups import candidate_pairs
     from ..transfer import append_transfer_rows
-    from .query_groups import check_trec_folders
 
-    check_trec_folders(data_args)
     renaming = {k: v for k, v in zip(("query", "passage"), text_columns) if k != v}
     for folder in data_args.ranking_train_dirs:
         pairs = candidate_pairs(load_trec_run(folder)).select_columns(["query", "passage"])
         train = append_transfer_rows(train, pairs.rename_columns(renaming), text_columns)
     return train
+
+
+def _check_candidate_sources(text_columns: list[str], data_args: DataArguments) -> None:
+    """The ranking_train_dirs folders are TREC folders and the training set has a (query, passage) pair of columns."""
+    from .query_groups import check_trec_folders
+
+    check_trec_folders(data_args)
+    if len(text_columns) != 2:
+        raise ConfigError(
+            f"ranking_train_dirs needs two text_columns (query, passage) for its candidate pairs; the training set's "
+            f"text_columns are {list(text_columns)!r}: give the question and answer columns."
+        )
 
 
 def _augment(train, teacher, text_columns: list[str], data_args: DataArguments, training_args):
