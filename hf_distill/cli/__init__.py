@@ -69,7 +69,7 @@ _EXPORTS = {
     "build_student": "models",
     "count_parameters": "models",
     "load_teacher_model": "models",
-    "TREC_FILES": "train",
+    "TREC_FILES": "query_groups",
     "run": "train",
     "label": "label_command",
     "sts_eval": "sts_command",
@@ -137,7 +137,8 @@ if TYPE_CHECKING:  # what the lazy attributes below resolve to, for type checker
     )
     from .splits import FILE_BUILDERS, SPLIT_NAMES, load_raw_datasets
     from .sts_command import sts_eval
-    from .train import TREC_FILES, run
+    from .query_groups import TREC_FILES
+    from .train import run
 
 
 def __getattr__(name: str) -> Any:

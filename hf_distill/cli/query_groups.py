@@ -42,8 +42,9 @@ def check_group_arguments(data_args) -> None:
 
 
 def check_trec_folders(data_args) -> None:
-    """Every ranking_train_dirs / retrieval_eval_dirs folder has the TREC files (before any training)."""
-    for name in ("ranking_train_dirs", "retrieval_eval_dirs"):
+    """Every ranking_train_dirs / ranking_eval_dirs / retrieval_eval_dirs folder has the TREC files (checked once,
+    before any loading: `train.check_inputs`, `label`)."""
+    for name in ("ranking_train_dirs", "ranking_eval_dirs", "retrieval_eval_dirs"):
         for folder in getattr(data_args, name) or []:
             missing = [f for f in TREC_FILES if not (Path(folder) / f).is_file()]
             if missing:
@@ -87,7 +88,6 @@ def group_training_set(splits, student, teachers: list, data_args, training_args
     collator; the split, the teachers and None as they were without ranking_group_size."""
     from ..modeling import SiameseModel
 
-    check_trec_folders(data_args)
     siamese = isinstance(student, SiameseModel)
     if data_args.retrieval_eval_dirs and not siamese:
         raise ConfigError("retrieval_eval_dirs needs student_type: siamese; a cross-encoder embeds no passage alone.")

@@ -20,7 +20,7 @@ from .errors import ConfigError
 from .labels import check_finite_labels, find_label_column, is_labelled, labels_for
 from .lora import check_lora_student, wrap_lora_student
 from .models import build_student, check_head, count_parameters, load_teacher_model
-from .query_groups import group_training_set, retrieval_evaluators
+from .query_groups import check_trec_folders, group_training_set, retrieval_evaluators
 from .sources import check_model_sources, loading
 from .splits import load_raw_datasets, split_sources, trim_splits
 from .training_set import extend_training_set, label_training_set
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-TREC_FILES = ("queries.jsonl", "corpus.jsonl", "qrels.jsonl", "candidates.jsonl")
 
 
 @dataclass
@@ -97,15 +96,7 @@ def setup_logging(training_args) -> None:
 def check_inputs(data_args: DataArguments) -> None:
     """The evaluation folders and files and the TREC training folders exist, before any loading: a typo should
     not cost a training run (nor model loading and augmentation)."""
-    from .query_groups import check_trec_folders
-
     check_trec_folders(data_args)
-    for folder in data_args.ranking_eval_dirs or []:
-        missing = [f for f in TREC_FILES if not (Path(folder) / f).is_file()]
-        if missing:
-            raise ConfigError(
-                f"ranking_eval_dirs: {folder!r} lacks {', '.join(missing)}; a TREC-layout folder has {', '.join(TREC_FILES)}."
-            )
     for path in data_args.sts_eval_files or []:
         if not Path(path).is_file():
             raise ConfigError(f"sts_eval_files: {path!r} is not a file; give jsonl files with sentence1, sentence2, score.")

@@ -81,10 +81,8 @@ def _add_candidate_pairs(train, text_columns: list[str], data_args: DataArgument
 
 
 def _check_candidate_sources(text_columns: list[str], data_args: DataArguments) -> None:
-    """The ranking_train_dirs folders are TREC folders and the training set has a (query, passage) pair of columns."""
-    from .query_groups import check_trec_folders
-
-    check_trec_folders(data_args)
+    """The training set has a (query, passage) pair of columns for the ranking_train_dirs candidate pairs (the
+    folders themselves were checked before loading: `check_trec_folders`)."""
     if len(text_columns) != 2:
         raise ConfigError(
             f"ranking_train_dirs needs two text_columns (query, passage) for its candidate pairs; the training set's "
