@@ -4,10 +4,11 @@ For each seed, `hf-distill quickstart --output_dir <CACHE>/quickstart/seed-<s> -
 with HF_HUB_OFFLINE=1 and an empty `--cache_dir` of its own, so it trains on the demo set shipped in the
 package (hf_distill/demo/demo_pairs.jsonl) as a first run without the Hub does; the wall-clock time is taken
 around the whole command (Python start and imports included, install excluded). Its quickstart_results.json
-gives the validation accuracy and inference pairs/s of the teacher, of the 2-layer student distilled with
-augmentation ("student, KD + augmentation") and of the same student without KD. One row per seed goes to
-benchmarks/results/quickstart.json as it finishes; seeds already there are skipped, so a run cut short goes on.
-Options the script does not know go to the quickstart (`--student_steps 200`).
+gives the validation accuracy and inference pairs/s of the teacher, of the 2-layer KD student ("student, KD",
+or "student, KD + augmentation" with `--augment_n`) and of the same student without KD. One row per seed goes to
+benchmarks/results/quickstart.json as it finishes, with the quickstart's settings; seeds already there under the
+same settings and options are skipped, so a run cut short goes on. Options the script does not know go to the
+quickstart (`--augment_n 2`); each set of settings gets its own table.
 
 Targets (issue #40 item 8): the KD student within 3 points of its teacher on the demo validation split (mean
 of the seeds); the whole command under 3 minutes on 2 cores.
@@ -40,10 +41,13 @@ from common import (
     smoke_option,
 )
 
-from hf_distill.cli.quickstart_command import SPEED_SETTINGS
+from hf_distill.cli.quickstart_command import SPEED_SETTINGS, settings_of
 
 DOCS = REPO / "docs" / "results"
-MODELS = {"teacher": "teacher", "student_kd_aug": "student, KD + augmentation", "student_no_kd": "student, no KD"}
+MODELS = {"teacher": "teacher", "student_kd": "student, KD", "student_no_kd": "student, no KD"}  # "student, KD": a prefix
+# Rows written before the quickstart recorded its settings ran its defaults of then: KD with 2 augmented pairs per pair.
+FIRST_SETTINGS = dict(teacher_epochs=2, student_steps=400, augment_n=2, augment_p=0.1, student_layers=2, teacher_lr=2e-4,
+                      student_lr=3e-4, alpha=0.5, temperature=2.0, max_train_samples=1000)
 GAP_TARGET = 3.0  # accuracy points between the KD student and its teacher, at most (mean of the seeds)
 MINUTES_TARGET = 3.0  # the whole command, on 2 cores
 TARGET_CORES = 2
@@ -84,15 +88,18 @@ def run_seed(seed: int, options: list[str]) -> tuple[dict, float, list[str]]:
 def make_row(seed: int, summary: dict, seconds: float, command: list[str], options: list[str]) -> dict:
     """The row of one seed: accuracy x100 and pairs/s of the three models, the gaps, the times, the machine."""
     by_name = {row["model"]: row for row in summary["models"]}
+    kd_name = next((name for name in by_name if name.startswith(MODELS["student_kd"])), MODELS["student_kd"])
+    by_name[MODELS["student_kd"]] = by_name.get(kd_name, {})
     missing = [name for name in MODELS.values() if "accuracy" not in by_name.get(name, {})]
     if missing:
         sys.exit(f"quickstart_results.json of seed {seed} has no accuracy for {missing}")
     row = {"seed": seed, "data": summary["data"], "teacher_backbone": summary["teacher_backbone"], "minutes_wall": seconds / 60,
            "minutes_in_command": summary["minutes"]}
     row.update({key: 100 * by_name[name]["accuracy"] for key, name in MODELS.items()})
-    row.update(gap_teacher_kd=row["teacher"] - row["student_kd_aug"], gain_kd_over_no_kd=row["student_kd_aug"] - row["student_no_kd"])
+    row.update(gap_teacher_kd=row["teacher"] - row["student_kd"], gain_kd_over_no_kd=row["student_kd"] - row["student_no_kd"])
     row.update({f"pairs_per_s_{key.removeprefix('student_')}": by_name[name]["pairs_per_s"] for key, name in MODELS.items()})
-    row.update(layers={key: by_name[name]["layers"] for key, name in MODELS.items()}, options=options,
+    row.update(layers={key: by_name[name]["layers"] for key, name in MODELS.items()}, options=options, kd_student=kd_name,
+               settings=summary["settings"],
                speed_batch=SPEED_SETTINGS["batch_size"], speed_max_length=SPEED_SETTINGS["max_length"],
                quickstart_command=shlex.join(command), cores=os.cpu_count(), machine=machine())
     return row
@@ -102,12 +109,28 @@ def load(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {"rows": []}
 
 
+def with_settings(row: dict) -> dict:
+    """`row` in the current layout: the first rows (no settings recorded) name their KD + augmentation student
+    `student_kd_aug`; they ran FIRST_SETTINGS."""
+    if "student_kd_aug" not in row:
+        return row
+    return {**row, "student_kd": row["student_kd_aug"], "pairs_per_s_kd": row["pairs_per_s_kd_aug"],
+            "kd_student": "student, KD + augmentation", "settings": FIRST_SETTINGS}
+
+
+def setting_key(row: dict) -> str:
+    """Rows compare only under one KD student, one set of settings and one set of options."""
+    return json.dumps([row["kd_student"], row["settings"], row["options"]], sort_keys=True)
+
+
 def run(opts, options: list[str], command: str, path: Path) -> None:
     """Every seed not yet in the JSON, its row appended (and the file written) as it finishes."""
-    done = {row["seed"] for row in load(path)["rows"]}
+    settings = settings_of(options)
+    done = {row["seed"] for row in map(with_settings, load(path)["rows"])
+            if row["settings"] == settings and row["options"] == options}
     for seed in opts.seeds:
         if seed in done:
-            print(f"[seed {seed}] in {path} already: skipped", flush=True)
+            print(f"[seed {seed}] in {path} already, under these settings: skipped", flush=True)
             continue
         summary, seconds, quickstart_command = run_seed(seed, options)
         row = make_row(seed, summary, seconds, quickstart_command, options)
@@ -116,8 +139,8 @@ def run(opts, options: list[str], command: str, path: Path) -> None:
         payload["commands"] = sorted(set(payload.get("commands", [])) | {command})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"[seed {seed}] {row['minutes_wall']:.2f} min; teacher {row['teacher']:.1f}, KD + augmentation "
-              f"{row['student_kd_aug']:.1f}, no KD {row['student_no_kd']:.1f}", flush=True)
+        print(f"[seed {seed}] {row['minutes_wall']:.2f} min; teacher {row['teacher']:.1f}, {row['kd_student']} "
+              f"{row['student_kd']:.1f}, no KD {row['student_no_kd']:.1f}", flush=True)
 
 
 # ---------------------------------------------------------------------------- the page
@@ -127,9 +150,9 @@ def _cell(values: list[float], digits: int = 1, sign: str = "") -> str:
 
 
 COLUMNS = (  # (header, row key, digits)
-    ("minutes (wall)", "minutes_wall", 2), ("teacher", "teacher", 1), ("student, KD + augmentation", "student_kd_aug", 1),
-    ("student, no KD", "student_no_kd", 1), ("teacher − KD", "gap_teacher_kd", 1), ("KD + aug. − no KD", "gain_kd_over_no_kd", 1),
-    ("pairs/s teacher", "pairs_per_s_teacher", 0), ("pairs/s KD + aug.", "pairs_per_s_kd_aug", 0),
+    ("minutes (wall)", "minutes_wall", 2), ("teacher", "teacher", 1), ("KD student", "student_kd", 1),
+    ("student, no KD", "student_no_kd", 1), ("teacher − KD", "gap_teacher_kd", 1), ("KD − no KD", "gain_kd_over_no_kd", 1),
+    ("pairs/s teacher", "pairs_per_s_teacher", 0), ("pairs/s KD", "pairs_per_s_kd", 0),
     ("pairs/s no KD", "pairs_per_s_no_kd", 0),
 )
 
@@ -145,7 +168,7 @@ def _table(rows: list[dict]) -> list[str]:
 
 
 def _targets(rows: list[dict]) -> list[str]:
-    """The two targets of issue #40 item 8, and what KD + augmentation buys over no KD."""
+    """The two targets of issue #40 item 8, and what the KD student buys over no KD."""
     seeds = f"mean of {len(rows)} seed{'s' if len(rows) > 1 else ''}"
     gap = mean_std([row["gap_teacher_kd"] for row in rows])[0]
     verdict = "met" if gap <= GAP_TARGET else f"missed by {gap - GAP_TARGET:.1f} points"
@@ -159,7 +182,7 @@ def _targets(rows: list[dict]) -> list[str]:
         f"- The KD student within {GAP_TARGET:g} points of its teacher (validation accuracy, {seeds}): {where}: {verdict}.",
         (f"- The whole command under {MINUTES_TARGET:g} minutes on {TARGET_CORES} cores: slowest seed {slowest:.2f} min, "
          f"mean {mean_minutes:.2f} min, on {on}{note}: {'met' if slowest < MINUTES_TARGET else 'missed'}."),
-        (f"- What KD + augmentation buys: {_cell(gains, sign='+')} accuracy points over the same student without KD "
+        (f"- What {rows[0]['kd_student'].removeprefix('student, ')} buys: {_cell(gains, sign='+')} accuracy points over the same student without KD "
          f"(per seed: {', '.join(f'{g:+.1f}' for g in gains)})."),
     ]
 
@@ -172,17 +195,33 @@ No results yet. `benchmarks/quickstart.py` writes this page from `benchmarks/res
     python benchmarks/quickstart.py --render   # the page again from the JSON
 
 It runs `hf-distill quickstart` offline (the demo set shipped in the package) once per seed, timing the
-whole command, and compares the teacher, the KD + augmentation student and the student without KD against
+whole command, and compares the teacher, the KD student and the student without KD against
 the targets of issue #40 item 8.
 """
 
 
+def _settings_title(rows: list[dict]) -> str:
+    """A group's heading: its KD student, and where its settings and options differ from today's defaults."""
+    row, defaults = rows[0], settings_of([])
+    changed = [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+               for name, value in row["settings"].items() if defaults.get(name) != value]
+    options = f"; options `{shlex.join(row['options'])}`" if row["options"] else ""
+    which = "the current defaults" if not changed and not row["options"] else "settings differing from today's defaults: " + (
+        ", ".join(changed) or "none")
+    return f"## {row['kd_student']} ({which}{options})"
+
+
 def render(payload: dict) -> str:
-    """docs/results/quickstart.md from the JSON payload (the note and the command while it has no rows)."""
-    rows = payload["rows"]
+    """docs/results/quickstart.md from the JSON payload (the note and the command while it has no rows): one table
+    and its targets per set of settings, today's defaults first."""
+    rows = [with_settings(row) for row in payload["rows"]]
     if not rows:
         return NO_RESULTS_PAGE
-    options = sorted({shlex.join(row["options"]) for row in rows})
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(setting_key(row), []).append(row)
+    current = {"settings": settings_of([]), "options": []}
+    ordered = sorted(groups.values(), key=lambda g: (g[0]["settings"] != current["settings"] or g[0]["options"] != []))
     speed = " / ".join(sorted({f"batch {row['speed_batch']}, max_length {row['speed_max_length']}" for row in rows}))
     lines = [
         "# The quickstart, end to end", "",
@@ -192,9 +231,9 @@ def render(payload: dict) -> str:
         f"pairs/s: inference at {speed}, measured by the quickstart.", "",
         "Commands: " + ", ".join(f"`{command}`" for command in payload.get("commands", [])), "",
         "Machine: " + "; ".join(sorted({row["machine"] for row in rows})), "",
-        "Quickstart options: " + ", ".join(f"`{o}`" if o else "none (the defaults)" for o in options), "",
-        *_table(rows), "", "## Targets (issue #40 item 8)", "", *_targets(rows), "",
     ]
+    for group in ordered:
+        lines += [_settings_title(group), "", *_table(group), "", "Targets (issue #40 item 8):", "", *_targets(group), ""]
     return "\n".join(lines)
 
 

@@ -301,11 +301,13 @@ def test_quickstart(smoke):
     """One row per seed from the quickstart's own results: the three models' accuracy, the gaps, pairs/s, the wall time;
     the page renders them with the targets."""
     results, page = _results(smoke, "quickstart.py")
-    fields = {"seed", "data", "minutes_wall", "teacher", "student_kd_aug", "student_no_kd", "gap_teacher_kd", "gain_kd_over_no_kd",
-              "pairs_per_s_teacher", "pairs_per_s_kd_aug", "pairs_per_s_no_kd", "machine"}
+    fields = {"seed", "data", "minutes_wall", "teacher", "student_kd", "student_no_kd", "gap_teacher_kd", "gain_kd_over_no_kd",
+              "pairs_per_s_teacher", "pairs_per_s_kd", "pairs_per_s_no_kd", "machine", "settings", "kd_student"}
     (row,) = results["rows"]
     assert row["seed"] == 42 and fields <= set(row) and "embedded demo set" in row["data"]
-    assert row["gap_teacher_kd"] == pytest.approx(row["teacher"] - row["student_kd_aug"]) and row["minutes_wall"] > 0
-    assert all(0 <= row[key] <= 100 for key in ("teacher", "student_kd_aug", "student_no_kd"))
+    assert row["gap_teacher_kd"] == pytest.approx(row["teacher"] - row["student_kd"]) and row["minutes_wall"] > 0
+    assert all(0 <= row[key] <= 100 for key in ("teacher", "student_kd", "student_no_kd"))
+    assert row["kd_student"] == "student, KD" and row["settings"]["augment_n"] == 0 and row["settings"]["student_steps"] == 2
     assert results["commands"] == ["python benchmarks/quickstart.py --smoke"]
-    assert "| 42 | " in page and "## Targets (issue #40 item 8)" in page
+    assert "| 42 | " in page and "Targets (issue #40 item 8):" in page
+    assert "## student, KD (settings differing from today's defaults: " in page  # the smoke run's few steps

@@ -31,6 +31,8 @@ def test_quickstart_compares_the_kd_student_on_augmented_pairs_with_the_no_kd_st
         "--teacher_epochs", "1", "--student_steps", "2", "--augment_n", "2", "--augment_p", "0.5", "--student_layers", "1",
     ])
     assert [row["model"] for row in summary["models"]] == ["teacher", "student, no KD", "student, KD + augmentation"]
+    assert summary["settings"]["augment_n"] == 2 and summary["settings"]["student_steps"] == 2
+    assert (quickstart_command.kd_student_name(0), quickstart_command.settings_of([])["augment_n"]) == ("student, KD", 0)
     assert [row["layers"] for row in summary["models"]] == [2, 1, 1]
     assert all(0 <= row["accuracy"] <= 1 and row["pairs_per_s"] > 0 for row in summary["models"])
 
