@@ -41,7 +41,7 @@ from common import (
     smoke_option,
 )
 
-from hf_distill.cli.quickstart_command import SPEED_SETTINGS, settings_of
+from hf_distill.cli.quickstart_command import SPEED_SETTINGS, kd_student_name, settings_of
 
 DOCS = REPO / "docs" / "results"
 MODELS = {"teacher": "teacher", "student_kd": "student, KD", "student_no_kd": "student, no KD"}  # "student, KD": a prefix
@@ -110,12 +110,13 @@ def load(path: Path) -> dict:
 
 
 def with_settings(row: dict) -> dict:
-    """`row` in the current layout: the first rows (no settings recorded) name their KD + augmentation student
-    `student_kd_aug`; they ran FIRST_SETTINGS."""
+    """`row` in the current layout: the first rows (no settings recorded) name their KD student `student_kd_aug`
+    whatever its augment_n; they ran FIRST_SETTINGS as their options changed them."""
     if "student_kd_aug" not in row:
         return row
+    settings = settings_of(row["options"], defaults=FIRST_SETTINGS)
     return {**row, "student_kd": row["student_kd_aug"], "pairs_per_s_kd": row["pairs_per_s_kd_aug"],
-            "kd_student": "student, KD + augmentation", "settings": FIRST_SETTINGS}
+            "kd_student": kd_student_name(settings["augment_n"]), "settings": settings}
 
 
 def setting_key(row: dict) -> str:

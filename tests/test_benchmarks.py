@@ -311,3 +311,15 @@ def test_quickstart(smoke):
     assert results["commands"] == ["python benchmarks/quickstart.py --smoke"]
     assert "| 42 | " in page and "Targets (issue #40 item 8):" in page
     assert "## student, KD (settings differing from today's defaults: " in page  # the smoke run's few steps
+
+
+def test_quickstart_rows_without_settings_read_their_options_over_the_first_defaults():
+    """A row from before the quickstart recorded its settings ran FIRST_SETTINGS as its options changed them, and
+    its KD student is named after its augment_n (the old quickstart called it "KD + augmentation" whatever it was)."""
+    quickstart = _benchmark("quickstart")
+    old = {"seed": 42, "options": [], "student_kd_aug": 72.5, "pairs_per_s_kd_aug": 600.0}
+    assert quickstart.with_settings(old)["settings"] == quickstart.FIRST_SETTINGS
+    assert quickstart.with_settings(old)["kd_student"] == "student, KD + augmentation"
+    changed = quickstart.with_settings({**old, "options": ["--student_steps", "200", "--augment_n=0"]})
+    assert changed["settings"] == {**quickstart.FIRST_SETTINGS, "student_steps": 200, "augment_n": 0}
+    assert (changed["kd_student"], changed["student_kd"], changed["pairs_per_s_kd"]) == ("student, KD", 72.5, 600.0)

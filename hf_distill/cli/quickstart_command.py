@@ -102,10 +102,12 @@ SETTING_NAMES = ("teacher_epochs", "student_steps", "augment_n", "augment_p", "s
                  "student_lr", "alpha", "temperature", "max_train_samples")
 
 
-def settings_of(argv: list[str]) -> dict[str, Any]:
+def settings_of(argv: list[str], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     """The settings that decide the models under these options (recorded with the results, so that runs under
-    other defaults stay apart)."""
-    args = _parser().parse_args(argv)
+    other defaults stay apart); `defaults`: those the options override, when not today's (an earlier version's)."""
+    parser = _parser()
+    parser.set_defaults(**(defaults or {}))
+    args = parser.parse_args(argv)
     return {name: getattr(args, name) for name in SETTING_NAMES}
 
 
