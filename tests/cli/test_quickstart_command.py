@@ -88,3 +88,13 @@ def test_an_unreachable_hub_turns_the_process_offline_with_one_line(monkeypatch,
     assert line.startswith("[quickstart] the Hugging Face Hub is unreachable (http://127.0.0.1:9: ")  # refused
     assert line.endswith(") and nyu-mll/glue (mrpc) is not in the local cache; using the embedded demo set")
     assert "retrying" not in (captured.out + captured.err).lower()
+
+
+def test_the_usage_line_describes_the_default_kd_student():
+    """`hf-distill --help` says what the quickstart's KD student trains on by default (no augmented pairs: AUGMENT_N 0)."""
+    from hf_distill.cli import dispatch, quickstart_command
+
+    lines = dispatch.USAGE.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("quickstart"))
+    described = " ".join(lines[start:start + 2])
+    assert ("augmented" in described) == bool(quickstart_command.AUGMENT_N) and "without KD" in described
