@@ -104,17 +104,19 @@ def test_pointwise_trec_candidates_need_a_teacher(ranking, tmp_path, capsys):
     assert "ranking_train_dirs needs teachers" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("folders", ["ranking_train_dirs", "ranking_eval_dirs", "retrieval_eval_dirs"])
 @pytest.mark.parametrize("command", ["train", "label"])
-def test_a_missing_trec_training_folder_fails_before_anything_loads(ranking, tmp_path, capsys, monkeypatch, command):
+def test_a_missing_trec_folder_fails_before_anything_loads(ranking, tmp_path, capsys, monkeypatch, command, folders):
     import hf_distill.cli.train as train_module
 
     monkeypatch.setattr(train_module, "load_data", lambda *a, **k: pytest.fail("data loaded before the folders' check"))
     output = ["--output", str(tmp_path / "labelled")] if command == "label" else []
+    trec = {"ranking_train_dirs": ranking["trec"], "ranking_eval_dirs": ranking["trec"], folders: "/nowhere"}
     with pytest.raises(SystemExit):
         main([command, str(RECIPES / "cross_encoder_margin_mse.yaml"), "--teacher_name_or_path", ranking["teacher"],
-              "--data_dir", ranking["qa"], "--ranking_eval_dirs", ranking["trec"], "--ranking_train_dirs", "/nowhere",
+              "--data_dir", ranking["qa"], *(token for name, folder in trec.items() for token in (f"--{name}", folder)),
               "--output_dir", str(tmp_path / "o"), *TINY, *POINTWISE, *output])
-    assert "ranking_train_dirs: '/nowhere' lacks" in capsys.readouterr().err
+    assert f"{folders}: '/nowhere' lacks" in capsys.readouterr().err
 
 
 def test_pointwise_trec_candidates_need_a_pair_of_text_columns(ranking, tmp_path, capsys):
