@@ -46,8 +46,8 @@ from hf_distill.cli.quickstart_command import SPEED_SETTINGS, kd_student_name, s
 DOCS = REPO / "docs" / "results"
 MODELS = {"teacher": "teacher", "student_kd": "student, KD", "student_no_kd": "student, no KD"}  # "student, KD": a prefix
 # Rows written before the quickstart recorded its settings ran its defaults of then: KD with 2 augmented pairs per pair.
-FIRST_SETTINGS = dict(teacher_epochs=2, student_steps=400, augment_n=2, augment_p=0.1, student_layers=2, teacher_lr=2e-4,
-                      student_lr=3e-4, alpha=0.5, temperature=2.0, max_train_samples=1000)
+FIRST_SETTINGS = dict(teacher_epochs=2, student_steps=400, augment_n=2, augment_p=0.1, layer_weight=0.0, student_layers=2,
+                      teacher_lr=2e-4, student_lr=3e-4, alpha=0.5, temperature=2.0, max_train_samples=1000)
 GAP_TARGET = 3.0  # accuracy points between the KD student and its teacher, at most (mean of the seeds)
 MINUTES_TARGET = 3.0  # the whole command, on 2 cores
 TARGET_CORES = 2
@@ -110,13 +110,16 @@ def load(path: Path) -> dict:
 
 
 def with_settings(row: dict) -> dict:
-    """`row` in the current layout: the first rows (no settings recorded) name their KD student `student_kd_aug`
-    whatever its augment_n; they ran FIRST_SETTINGS as their options changed them."""
-    if "student_kd_aug" not in row:
-        return row
-    settings = settings_of(row["options"], defaults=FIRST_SETTINGS)
-    return {**row, "student_kd": row["student_kd_aug"], "pairs_per_s_kd": row["pairs_per_s_kd_aug"],
-            "kd_student": kd_student_name(settings["augment_n"]), "settings": settings}
+    """`row` in the current layout. The first rows (no settings recorded) name their KD student `student_kd_aug`
+    whatever its augment_n; they ran FIRST_SETTINGS as their options changed them. Rows from before
+    `--layer_weight` existed distilled the teacher's logits alone (layer_weight 0)."""
+    if "student_kd_aug" in row:
+        settings = settings_of(row["options"], defaults=FIRST_SETTINGS)
+        return {**row, "student_kd": row["student_kd_aug"], "pairs_per_s_kd": row["pairs_per_s_kd_aug"],
+                "kd_student": kd_student_name(settings["augment_n"], settings["layer_weight"]), "settings": settings}
+    if "layer_weight" not in row["settings"]:
+        return {**row, "settings": {**row["settings"], "layer_weight": 0.0}}
+    return row
 
 
 def setting_key(row: dict) -> str:

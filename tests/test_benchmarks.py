@@ -307,10 +307,11 @@ def test_quickstart(smoke):
     assert row["seed"] == 42 and fields <= set(row) and "embedded demo set" in row["data"]
     assert row["gap_teacher_kd"] == pytest.approx(row["teacher"] - row["student_kd"]) and row["minutes_wall"] > 0
     assert all(0 <= row[key] <= 100 for key in ("teacher", "student_kd", "student_no_kd"))
-    assert row["kd_student"] == "student, KD" and row["settings"]["augment_n"] == 0 and row["settings"]["student_steps"] == 2
+    assert row["kd_student"] == "student, KD + layers" and row["settings"]["augment_n"] == 0
+    assert row["settings"]["student_steps"] == 2 and row["settings"]["layer_weight"] == 1.0
     assert results["commands"] == ["python benchmarks/quickstart.py --smoke"]
     assert "| 42 | " in page and "Targets (issue #40 item 8):" in page
-    assert "## student, KD (settings differing from today's defaults: " in page  # the smoke run's few steps
+    assert "## student, KD + layers (settings differing from today's defaults: " in page  # the smoke run's few steps
 
 
 def test_quickstart_rows_without_settings_read_their_options_over_the_first_defaults():
@@ -323,3 +324,6 @@ def test_quickstart_rows_without_settings_read_their_options_over_the_first_defa
     changed = quickstart.with_settings({**old, "options": ["--student_steps", "200", "--augment_n=0"]})
     assert changed["settings"] == {**quickstart.FIRST_SETTINGS, "student_steps": 200, "augment_n": 0}
     assert (changed["kd_student"], changed["student_kd"], changed["pairs_per_s_kd"]) == ("student, KD", 72.5, 600.0)
+    # rows that recorded settings before --layer_weight existed distilled the logits alone
+    logits_only = {"seed": 42, "options": [], "settings": {"augment_n": 0}, "kd_student": "student, KD"}
+    assert quickstart.with_settings(logits_only)["settings"] == {"augment_n": 0, "layer_weight": 0.0}

@@ -26,8 +26,8 @@ commands:
                                             label the training set with the teachers once, save it
                                             (then train with --train_dataset_dir DIR)
   sts-eval MODEL FILE.jsonl                 Spearman x100 of cosine similarity (sentence1, sentence2, score)
-  quickstart [--data_dir DIR] [--model M]   fine-tune a teacher, distil a 2-layer student from its logits,
-                                            compare it with the same student without KD
+  quickstart [--data_dir DIR] [--model M]   fine-tune a teacher, distil a 2-layer student from its logits
+                                            and layers, compare it with the same student without KD
   export ...                                write a trained student in standard formats (hf_distill.export)
   keys                                      list every valid recipe key
 

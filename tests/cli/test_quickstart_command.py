@@ -30,9 +30,11 @@ def test_quickstart_compares_the_kd_student_on_augmented_pairs_with_the_no_kd_st
         "--model", str(backbone), "--output_dir", str(tmp_path), "--max_train_samples", "16", "--max_eval_samples", "16",
         "--teacher_epochs", "1", "--student_steps", "2", "--augment_n", "2", "--augment_p", "0.5", "--student_layers", "1",
     ])
-    assert [row["model"] for row in summary["models"]] == ["teacher", "student, no KD", "student, KD + augmentation"]
+    assert [row["model"] for row in summary["models"]] == ["teacher", "student, no KD", "student, KD + layers + augmentation"]
     assert summary["settings"]["augment_n"] == 2 and summary["settings"]["student_steps"] == 2
-    assert (quickstart_command.kd_student_name(0), quickstart_command.settings_of([])["augment_n"]) == ("student, KD", 0)
+    defaults = quickstart_command.settings_of([])
+    assert (defaults["augment_n"], defaults["layer_weight"]) == (0, 1.0)
+    assert quickstart_command.kd_student_name(0) == "student, KD"  # --layer_weight 0: the logits alone
     assert [row["layers"] for row in summary["models"]] == [2, 1, 1]
     assert all(0 <= row["accuracy"] <= 1 and row["pairs_per_s"] > 0 for row in summary["models"])
 
@@ -41,10 +43,10 @@ def test_quickstart_compares_the_kd_student_on_augmented_pairs_with_the_no_kd_st
     for folder in ("teacher", "student", "student_no_kd"):  # labels named, not LABEL_0 / LABEL_1
         assert AutoModel.from_pretrained(tmp_path / folder).config.id2label == {0: "different", 1: "paraphrase"}
     history = json.loads((tmp_path / "student" / "trainer_state.json").read_text())["log_history"]
-    assert any("soft" in entry for entry in history)
+    assert any({"soft", "hidden", "attention", "embedding"} <= set(entry) for entry in history)  # logits and layers
     captured = capsys.readouterr()
     printed = captured.out
-    assert "student, KD + augmentation" in printed and "points over the same student without KD" in printed
+    assert "student, KD + layers + augmentation" in printed and "points over the same student without KD" in printed
     everything = "\n".join([captured.out, captured.err, caplog.text]).replace("\r", "\n")
     hub_lines = [line for line in everything.splitlines() if "hub" in line.lower()]
     assert hub_lines == ["[quickstart] the Hugging Face Hub is off (HF_HUB_OFFLINE is set) and nyu-mll/glue (mrpc) "
