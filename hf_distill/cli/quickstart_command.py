@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
 
-from .errors import first_line
+from .errors import ConfigError, first_line
 from .hub_access import hub_problem, work_offline
 from .models import count_parameters
 from .recipes import parse_settings
@@ -85,6 +86,7 @@ def quickstart(argv: list[str]) -> dict[str, Any]:
     """Fine-tune a MiniLM-L6 cross-encoder teacher, distil a 2-layer student from its logits and layers,
     train the same student without KD, compare the three."""
     args = _parser().parse_args(argv)
+    _check_options(args)
     out = Path(args.output_dir)
     model = args.model or _default_model()
     started = time.perf_counter()
@@ -101,6 +103,13 @@ def quickstart(argv: list[str]) -> dict[str, Any]:
     (out / "quickstart_results.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(_quickstart_table(rows, data_description, len(evaluation), out, summary["minutes"]), flush=True)
     return summary
+
+
+def _check_options(args) -> None:
+    """Refuse a bad --layer_weight in one line before the Hub, the data or the teacher's training."""
+    if not math.isfinite(args.layer_weight) or args.layer_weight < 0:
+        raise ConfigError(f"--layer_weight={args.layer_weight!r} is not valid; give a finite number >= 0 "
+                          "(0: the teacher's logits alone).")
 
 
 def kd_student_name(augment_n: int, layer_weight: float = 0.0) -> str:

@@ -100,3 +100,47 @@ def test_the_usage_line_describes_the_default_kd_student():
     start = next(i for i, line in enumerate(lines) if line.strip().startswith("quickstart"))
     described = " ".join(lines[start:start + 2])
     assert ("augmented" in described) == bool(quickstart_command.AUGMENT_N) and "without KD" in described
+    assert ("layers" in described) == bool(quickstart_command.LAYER_WEIGHT)  # the layer terms (LAYER_WEIGHT 1)
+
+
+def test_a_bad_layer_weight_is_one_line_before_the_hub_the_data_or_the_teacher(monkeypatch, tmp_path, capsys):
+    import pytest
+
+    from hf_distill.cli import dispatch, quickstart_command
+
+    monkeypatch.setattr(quickstart_command, "_hub_state", lambda *_: pytest.fail("the Hub was asked before the check"))
+    for value in ("-1", "nan", "inf"):
+        with pytest.raises(SystemExit) as exit_info:
+            dispatch.main(["quickstart", "--model", "m", "--output_dir", str(tmp_path), "--layer_weight", value])
+        assert exit_info.value.code == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert line == (f"hf-distill: error: --layer_weight={float(value)!r} is not valid; give a finite number >= 0 "
+                        "(0: the teacher's logits alone).")
+
+
+def test_the_layer_terms_go_to_the_kd_student_alone_and_layer_weight_0_keeps_the_precomputed_logits(monkeypatch, tmp_path):
+    """The KD student (default) reads an online teacher's layers, both loaded with eager attention; `--layer_weight 0`
+    labels the logits once and adds no layer term; the no-KD student never gets a teacher or a layer term."""
+    from hf_distill.cli import quickstart_command
+    from hf_distill.losses.registry import switch_arguments
+
+    def runs(argv: list[str]) -> dict[str, tuple]:
+        calls = []
+        monkeypatch.setattr(quickstart_command, "run", lambda *parsed: calls.append(parsed) or {})
+        args = quickstart_command._parser().parse_args(["--output_dir", str(tmp_path), *argv])
+        quickstart_command._train_teacher_and_student(args, "backbone", {"data_dir": str(tmp_path)}, tmp_path)
+        return dict(zip(("teacher", "kd", "no_kd"), calls))
+
+    def weights(training_args) -> dict[str, float]:
+        return {name: getattr(training_args, name) for name in switch_arguments() if getattr(training_args, name)}
+
+    layers = runs([])
+    model_args, data_args, training_args = layers["kd"]
+    assert model_args.attn_implementation == "eager" and model_args.teacher_name_or_path == [str(tmp_path / "teacher")]
+    assert not data_args.precompute_teacher_logits and training_args.attention_loss == "mse"
+    assert weights(training_args) == {"hidden_weight": 1.0, "attention_weight": 1.0, "embedding_weight": 1.0}
+    logits = runs(["--layer_weight", "0"])
+    model_args, data_args, training_args = logits["kd"]
+    assert model_args.attn_implementation is None and data_args.precompute_teacher_logits and weights(training_args) == {}
+    for model_args, _, training_args in (layers["no_kd"], logits["no_kd"]):
+        assert not model_args.teacher_name_or_path and training_args.alpha == 0.0 and weights(training_args) == {}
