@@ -4,10 +4,10 @@ For each seed, `hf-distill quickstart --output_dir <CACHE>/quickstart/seed-<s> -
 with HF_HUB_OFFLINE=1 and an empty `--cache_dir` of its own, so it trains on the demo set shipped in the
 package (hf_distill/demo/demo_pairs.jsonl) as a first run without the Hub does; the wall-clock time is taken
 around the whole command (Python start and imports included, install excluded). Its quickstart_results.json
-gives the validation accuracy and inference pairs/s of the teacher, of the 2-layer KD student ("student, KD",
-or "student, KD + augmentation" with `--augment_n`) and of the same student without KD. One row per seed goes to
-benchmarks/results/quickstart.json as it finishes, with the quickstart's settings; seeds already there under the
-same settings and options are skipped, so a run cut short goes on. Options the script does not know go to the
+gives the validation accuracy and inference pairs/s of the teacher, of the 2-layer KD student ("student, KD + layers";
+"student, KD" with `--layer_weight 0`; "+ augmentation" after either with `--augment_n`) and of the same student
+without KD. One row per seed goes to benchmarks/results/quickstart.json as it finishes, with the quickstart's
+settings; seeds already there under the same settings and options are skipped, so a run cut short goes on. Options the script does not know go to the
 quickstart (`--augment_n 2`); each set of settings gets its own table.
 
 Targets (issue #40 item 8): the KD student within 3 points of its teacher on the demo validation split (mean
