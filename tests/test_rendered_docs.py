@@ -151,6 +151,7 @@ def test_summary_ranking_groups_means_per_arm_and_depth(tmp_path, monkeypatch):
             _ranking_row("bi-encoder minilm (zero-shot)", "reference", 0.7, 1.2),
             _ranking_row("bi-encoder mpnet (zero-shot)", "reference", 0.75, 0.5),  # not in the summary
             _student("KD", 2, 0, 0.60, 3.0), _student("KD", 2, 1, 0.62, 3.2), _student("Margin-MSE", 3, 0, 0.70, 2.0),
+            _student("Margin-MSE", 2, 0, 0.58, 3.0), _student("listwise KL", 2, 0, 0.59, 3.0),  # the README keeps KL
             _student("Siamese Margin-MSE", None, 0, 0.72, 1.1),
             {**_student("KD", 2, 2, 0.10, 9.0), "teacher_sha256": "b" * 64}]  # another teacher's: left out
     (tmp_path / "ranking_groups.json").write_text(json.dumps({"command": "python benchmarks/ranking_groups.py", "rows": rows}))
@@ -159,7 +160,8 @@ def test_summary_ranking_groups_means_per_arm_and_depth(tmp_path, monkeypatch):
     assert "bbbbbbbbbbbb" not in "\n".join(lines) and "Rows of teacher weights aaaaaaaaaaaa… only" in lines[0]
     table = _table_rows(lines)
     assert list(table) == ["teacher (minilm cross-encoder)", "BM25", "bi-encoder minilm (zero-shot)", "3-layer student: Margin-MSE",
-                           "2-layer student: KD", "6-layer student: Siamese Margin-MSE"]
+                           "2-layer student: KD", "2-layer student: listwise KL", "6-layer student: Siamese Margin-MSE"]
+    assert "Per depth: pointwise KD and the best grouped loss" in lines[0]
     assert table["2-layer student: KD"] == ["2", "61.00 ± 1.41", "51.00 ± 1.41", "41.00 ± 1.41", "3.10 ± 0.14x"]
     assert table["BM25"] == ["1", "–", "–", "50.00", "–"]
     assert table["teacher (minilm cross-encoder)"] == ["1", "80.00", "70.00", "60.00", "1.00x"]
