@@ -7,8 +7,8 @@ around the whole command (Python start and imports included, install excluded). 
 gives the validation accuracy and inference pairs/s of the teacher, of the 2-layer KD student ("student, KD + layers";
 "student, KD" with `--layer_weight 0`; "+ augmentation" after either with `--augment_n`) and of the same student
 without KD. One row per seed goes to benchmarks/results/quickstart.json as it finishes, with the quickstart's
-settings; seeds already there under the same settings and options are skipped, so a run cut short goes on. Options the script does not know go to the
-quickstart (`--augment_n 2`); each set of settings gets its own table.
+settings; seeds already there under the same settings and options are skipped, so a run cut short goes on.
+Options the script does not know go to the quickstart (`--augment_n 2`); each set of settings gets its own table.
 
 Targets (issue #40 item 8): the KD student within 3 points of its teacher on the demo validation split (mean
 of the seeds); the whole command under 3 minutes on 2 cores.
@@ -44,7 +44,7 @@ from common import (
 from hf_distill.cli.quickstart_command import SPEED_SETTINGS, kd_student_name, settings_of
 
 DOCS = REPO / "docs" / "results"
-MODELS = {"teacher": "teacher", "student_kd": "student, KD", "student_no_kd": "student, no KD"}  # "student, KD": a prefix
+MODELS = {"teacher": "teacher", "student_kd": "student, KD", "student_no_kd": "student, no KD"}  # the KD row: kd_student_name
 # Rows written before the quickstart recorded its settings ran its defaults of then: KD with 2 augmented pairs per pair.
 FIRST_SETTINGS = dict(teacher_epochs=2, student_steps=400, augment_n=2, augment_p=0.1, layer_weight=0.0, student_layers=2,
                       teacher_lr=2e-4, student_lr=3e-4, alpha=0.5, temperature=2.0, max_train_samples=1000)
@@ -88,7 +88,7 @@ def run_seed(seed: int, options: list[str]) -> tuple[dict, float, list[str]]:
 def make_row(seed: int, summary: dict, seconds: float, command: list[str], options: list[str]) -> dict:
     """The row of one seed: accuracy x100 and pairs/s of the three models, the gaps, the times, the machine."""
     by_name = {row["model"]: row for row in summary["models"]}
-    kd_name = next((name for name in by_name if name.startswith(MODELS["student_kd"])), MODELS["student_kd"])
+    kd_name = kd_student_name(summary["settings"]["augment_n"], summary["settings"]["layer_weight"])
     by_name[MODELS["student_kd"]] = by_name.get(kd_name, {})
     missing = [name for name in MODELS.values() if "accuracy" not in by_name.get(name, {})]
     if missing:
