@@ -240,9 +240,11 @@ def run(w: World, opts) -> dict:
 
 
 def _append(results: dict, path: Path, row: dict, teacher_speed: float) -> None:
+    """Adds the row to the JSON as it is on disk now, so runs over other students or seeds can go side by side."""
     row["teacher_sentences_per_s"] = teacher_speed
     row["speedup"] = row["sentences_per_s"] / teacher_speed
-    results["rows"].append(row)
+    on_disk = _load(path)
+    results["rows"] = on_disk["rows"] + [row]
     _save(path, results)
     print(json.dumps(row), flush=True)
 

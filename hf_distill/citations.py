@@ -121,6 +121,17 @@ CITATIONS: dict[str, dict[str, str]] = {
   archivePrefix = {arXiv}
 }""",
     },
+    "lce": {
+        "title": "Rethink Training of BERT Rerankers in Multi-Stage Retrieval Pipeline (Gao et al., ECIR 2021)",
+        "bibtex": """@inproceedings{gao2021lce,
+  title         = {Rethink Training of {BERT} Rerankers in Multi-Stage Retrieval Pipeline},
+  author        = {Gao, Luyu and Dai, Zhuyun and Callan, Jamie},
+  booktitle     = {Advances in Information Retrieval (ECIR 2021)},
+  year          = {2021},
+  eprint        = {2101.08751},
+  archivePrefix = {arXiv}
+}""",
+    },
     "dpr": {
         "title": "Dense Passage Retrieval for Open-Domain Question Answering (Karpukhin et al., EMNLP 2020)",
         "bibtex": """@inproceedings{karpukhin2020dpr,
@@ -205,6 +216,12 @@ METHODS: dict[str, Method] = {
             "over query groups, the student's softmax over a query's passages matches the teacher's (KL at a "
             "temperature; RocketQAv2's listwise distillation with the teacher's scores precomputed).",
             ("rocketqav2",),
+        ),
+        Method(
+            "group_contrastive", "Localised contrastive estimation", ("lce", "ranking"), "Gao et al., ECIR 2021, arXiv:2101.08751",
+            "over query groups, the student picks each query's positive among its hard negatives (cross-entropy of "
+            "the softmax over the group's scores): the gold labels beside Margin-MSE or listwise KL.",
+            ("lce",),
         ),
         Method(
             "in_batch_negatives", "In-batch negatives", ("in-batch-negatives",), "Karpukhin et al., EMNLP 2020, arXiv:2004.04906",

@@ -39,22 +39,24 @@ def _mean(history: list[dict], name: str, part: slice) -> float:
 def test_group_terms_are_logged_and_fall(tmp_path, tiny_tokenizer, family):
     if family == "siamese":
         student = make_siamese(tiny_tokenizer, head="none", num_labels=2)
-        weights = dict(margin_mse_weight=1.0, listwise_kl_weight=1.0, in_batch_weight=0.1)
+        weights = dict(margin_mse_weight=1.0, listwise_kl_weight=1.0, group_ce_weight=1.0, in_batch_weight=0.1)
     else:
         student = make_cross_encoder(tiny_tokenizer, seed=2)
-        weights = dict(margin_mse_weight=1.0, listwise_kl_weight=1.0)
+        weights = dict(margin_mse_weight=1.0, listwise_kl_weight=1.0, group_ce_weight=1.0)
     args = make_args(tmp_path, hard_weight=0.0, max_steps=40, per_device_train_batch_size=4, **weights)
     trainer = DistillationTrainer(student.train(), args, train_dataset=teacher_groups(),
                                   data_collator=GroupCollator.for_student(student, max_length=32))
     trainer.train()
     history = trainer.state.log_history
-    terms = [name for name in ("margin_mse", "listwise_kl", "in_batch") if f"{name}_weight" in weights]
+    terms = [name for name in ("margin_mse", "listwise_kl", "group_ce", "in_batch") if f"{name}_weight" in weights]
     for name in terms:
         first, last = _mean(history, name, slice(0, 5)), _mean(history, name, slice(-5, None))
-        assert last < 0.7 * first, f"{name}: {first:.4f} -> {last:.4f}"
+        # the teacher terms start far off; group_ce starts at log(4), a student that cannot tell passages apart
+        assert last < (0.85 if name == "group_ce" else 0.7) * first, f"{name}: {first:.4f} -> {last:.4f}"
     assert "hard" not in history[0] and "soft" not in history[0]
     card = str(build_model_card(trainer))
     assert "`margin_mse`" in card and "`listwise_kl`" in card and "Hofst" in card and "RocketQAv2" in card
+    assert "`group_ce`" in card and "Rethink Training of BERT Rerankers" in card
     assert "`hard`" not in card and "`soft`" not in card  # groups hold no pointwise label or logit
 
 

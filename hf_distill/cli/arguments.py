@@ -185,7 +185,8 @@ class DataArguments:
         metadata={
             "help": "Train on query groups of this many passages instead of pairs: a positive and n - 1 negatives drawn "
             "(seed) from each query's candidates, every candidate scored once by the teachers (cached); for the group "
-            "losses margin_mse_weight / listwise_kl_weight / in_batch_weight. Needs ranking_qid_column and hard_weight 0."
+            "losses margin_mse_weight / listwise_kl_weight / group_ce_weight / in_batch_weight. Needs ranking_qid_column "
+            "and hard_weight 0."
         },
     )
     ranking_positives: str = field(

@@ -5,7 +5,7 @@ With `ranking_group_size: n`, the training split (answer-selection rows grouped 
 (`hf_distill.ranking_groups.query_groups`): the teachers score every candidate once (cached),
 each group holds a positive and n - 1 negatives drawn from the query's candidates, and the
 student trains on them through a `GroupCollator` with the group losses (`margin_mse_weight`,
-`listwise_kl_weight`, `in_batch_weight`); no teacher runs during training. The validation split
+`listwise_kl_weight`, `group_ce_weight`, `in_batch_weight`); no teacher runs during training. The validation split
 stays pairs (the collator hands them to a `PairCollator`). `retrieval_eval_dirs` adds dense
 retrieval of TREC folders' passage pools (`hf_distill.retrieval`) to the test phase. Without
 `ranking_group_size`, the ranking_train_dirs folders' candidate pairs join as transfer pairs instead
@@ -61,7 +61,7 @@ def _check_can_group(train, teachers: list, data_args, training_args) -> None:
     if training_args.prediction_weights(None)[0] > 0:
         raise ConfigError(
             "ranking_group_size trains on query groups, which hold no pointwise labels: set hard_weight: 0 (the gold "
-            "labels choose each group's positive) and a group loss (margin_mse_weight, listwise_kl_weight)."
+            "labels choose each group's positive) and a group loss (margin_mse_weight, listwise_kl_weight, group_ce_weight)."
         )
     qid = data_args.ranking_qid_column
     if not qid or qid not in train.column_names:

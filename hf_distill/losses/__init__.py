@@ -7,6 +7,7 @@ Each declares its terms, the argument weighing each, what it needs, its method a
 from .base import LossComponent, Term, check_returned_terms, declared_terms, resolve_weights
 from .emd import EMDLayerLoss, cost_attention_update, earth_movers_flow
 from .emd_costs import layer_cost_matrix
+from .group_contrastive import GroupContrastiveLoss, group_contrastive
 from .in_batch_negatives import InBatchNegativesLoss, in_batch_negatives
 from .layers import AttentionLoss, EmbeddingLoss, HiddenStateLoss, masked_mse
 from .listwise_kl import ListwiseKLLoss, listwise_kl
@@ -20,6 +21,7 @@ __all__ = [
     "AttentionLoss",
     "EMDLayerLoss",
     "EmbeddingLoss",
+    "GroupContrastiveLoss",
     "HiddenStateLoss",
     "InBatchNegativesLoss",
     "ListwiseKLLoss",
@@ -33,6 +35,7 @@ __all__ = [
     "cost_attention_update",
     "declared_terms",
     "earth_movers_flow",
+    "group_contrastive",
     "hard_loss",
     "in_batch_negatives",
     "layer_cost_matrix",

@@ -22,10 +22,13 @@ import torch
 import torch.nn.functional as F
 
 from ..batch_keys import GROUP_MASK, GROUP_SCORES
+from .base import LossComponent
 
 __all__ = [
     "SIMILARITY_SCALE",
+    "GroupScoreLoss",
     "group_embeddings",
+    "masked_log_softmax",
     "passage_scores",
     "scatter_groups",
     "student_group_scores",
@@ -46,6 +49,12 @@ def passage_scores(logits: torch.Tensor, positive_label: int = 1) -> torch.Tenso
     if classes == 2:
         return logits[..., positive_label] - logits[..., 1 - positive_label]
     return F.log_softmax(logits, dim=-1)[..., positive_label]
+
+
+def masked_log_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """log-softmax over each row's masked entries; 0 (not -inf) elsewhere, so no NaN reaches the gradient."""
+    log_p = F.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return log_p.masked_fill(~mask, 0.0)
 
 
 def scatter_groups(flat: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -94,3 +103,28 @@ def teacher_group_scores(batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.
             "(hf_distill.ranking_groups.query_groups) batched by hf_distill.group_collator.GroupCollator."
         )
     return batch[GROUP_SCORES].float(), batch[GROUP_MASK].bool()
+
+
+class GroupScoreLoss(LossComponent):
+    """A loss over query groups that reads the student's score of each passage (`scores`): the settings of
+    that score, shared by Margin-MSE, listwise KL and LCE.
+
+    Args:
+        similarity_scale: a Siamese student's score is this times the cosine (cross-encoders ignore it).
+        positive_label: the class whose log-odds score a passage, for a cross-encoder with two or more classes.
+    """
+
+    def __init__(self, similarity_scale: float = SIMILARITY_SCALE, positive_label: int = 1):
+        super().__init__()
+        if similarity_scale <= 0:
+            raise ValueError(f"similarity_scale={similarity_scale!r} must be > 0.")
+        self.similarity_scale = similarity_scale
+        self.positive_label = positive_label
+
+    @classmethod
+    def from_arguments(cls, args, student_config, teacher_config) -> "GroupScoreLoss":
+        return cls()
+
+    def scores(self, student_out, batch: Mapping[str, Any]) -> torch.Tensor:
+        """The student's (B, n) passage scores of the group batch (`student_group_scores`)."""
+        return student_group_scores(student_out, batch, self.similarity_scale, self.positive_label)

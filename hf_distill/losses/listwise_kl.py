@@ -15,18 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
-from .base import LossComponent, Term
-from .group_scores import SIMILARITY_SCALE, student_group_scores, teacher_group_scores
+from .base import Term
+from .group_scores import SIMILARITY_SCALE, GroupScoreLoss, masked_log_softmax, teacher_group_scores
 
 __all__ = ["ListwiseKLLoss", "listwise_kl"]
-
-
-def _masked_log_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """log-softmax over each row's masked entries; 0 (not -inf) elsewhere, so no NaN reaches the gradient."""
-    log_p = F.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    return log_p.masked_fill(~mask, 0.0)
 
 
 def listwise_kl(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -39,14 +32,14 @@ def listwise_kl(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor
         raise ValueError(f"temperature={temperature!r} must be > 0.")
     student, teacher = student.float(), teacher.float().to(student.device)
     mask = mask.bool().to(student.device)
-    log_p_student = _masked_log_softmax(student / temperature, mask)
-    log_p_teacher = _masked_log_softmax(teacher / temperature, mask)
+    log_p_student = masked_log_softmax(student / temperature, mask)
+    log_p_teacher = masked_log_softmax(teacher / temperature, mask)
     p_teacher = log_p_teacher.exp().masked_fill(~mask, 0.0)
     kl = (p_teacher * (log_p_teacher - log_p_student)).sum(dim=-1)
     return kl.mean() * temperature**2
 
 
-class ListwiseKLLoss(LossComponent):
+class ListwiseKLLoss(GroupScoreLoss):
     """Listwise KL over query groups: term `listwise_kl`, weighted by `listwise_kl_weight`.
 
     Reads a group batch (`GroupCollator`): the teacher's precomputed `teacher_scores` and the
@@ -54,8 +47,7 @@ class ListwiseKLLoss(LossComponent):
 
     Args:
         temperature: tau > 0 softening both distributions (`DistillationArguments.temperature`).
-        similarity_scale: a Siamese student's score is this times the cosine (cross-encoders ignore it).
-        positive_label: the class whose log-odds score a passage, for a cross-encoder with two or more classes.
+        similarity_scale, positive_label: as in `GroupScoreLoss`.
     """
 
     terms = (Term("listwise_kl", "listwise_kl_weight", "τ²·KL(teacher ‖ student) of the softmax over each query "
@@ -70,14 +62,10 @@ class ListwiseKLLoss(LossComponent):
     )
 
     def __init__(self, temperature: float = 1.0, similarity_scale: float = SIMILARITY_SCALE, positive_label: int = 1):
-        super().__init__()
+        super().__init__(similarity_scale, positive_label)
         if temperature <= 0:
             raise ValueError(f"temperature={temperature!r} must be > 0.")
-        if similarity_scale <= 0:
-            raise ValueError(f"similarity_scale={similarity_scale!r} must be > 0.")
         self.temperature = temperature
-        self.similarity_scale = similarity_scale
-        self.positive_label = positive_label
 
     @classmethod
     def from_arguments(cls, args, student_config, teacher_config) -> "ListwiseKLLoss":
@@ -90,5 +78,4 @@ class ListwiseKLLoss(LossComponent):
 
     def forward(self, student_out, teacher_outs: Sequence, batch: dict) -> dict[str, torch.Tensor]:
         teacher, mask = teacher_group_scores(batch)
-        student = student_group_scores(student_out, batch, self.similarity_scale, self.positive_label)
-        return {"listwise_kl": listwise_kl(student, teacher, mask, self.temperature)}
+        return {"listwise_kl": listwise_kl(self.scores(student_out, batch), teacher, mask, self.temperature)}

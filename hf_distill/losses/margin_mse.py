@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
-from .base import LossComponent, Term
-from .group_scores import SIMILARITY_SCALE, student_group_scores, teacher_group_scores
+from .base import Term
+from .group_scores import GroupScoreLoss, teacher_group_scores
 
 __all__ = ["MarginMSELoss", "margin_mse"]
 
@@ -37,15 +37,13 @@ def margin_mse(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor)
     return ((student_margin - teacher_margin)[valid] ** 2).mean()
 
 
-class MarginMSELoss(LossComponent):
+class MarginMSELoss(GroupScoreLoss):
     """Margin-MSE over query groups: term `margin_mse`, weighted by `margin_mse_weight`.
 
     Reads a group batch (`GroupCollator`): the teacher's precomputed `teacher_scores` and the
     student's scores of the same passages (cross-encoder logits, or a Siamese student's scaled cosine).
 
-    Args:
-        similarity_scale: a Siamese student's score is this times the cosine (cross-encoders ignore it).
-        positive_label: the class whose log-odds score a passage, for a cross-encoder with two or more classes.
+    Args: those of `GroupScoreLoss` (how a Siamese or multi-class student's passage score is read).
 
     Example:
         >>> groups = query_groups(load_trec_run("dl20"), teacher, group_size=8, relevance_threshold=2)
@@ -64,18 +62,6 @@ class MarginMSELoss(LossComponent):
         "(ranking_group_size). 0: off."
     )
 
-    def __init__(self, similarity_scale: float = SIMILARITY_SCALE, positive_label: int = 1):
-        super().__init__()
-        if similarity_scale <= 0:
-            raise ValueError(f"similarity_scale={similarity_scale!r} must be > 0.")
-        self.similarity_scale = similarity_scale
-        self.positive_label = positive_label
-
-    @classmethod
-    def from_arguments(cls, args, student_config, teacher_config) -> "MarginMSELoss":
-        return cls()
-
     def forward(self, student_out, teacher_outs: Sequence, batch: dict) -> dict[str, torch.Tensor]:
         teacher, mask = teacher_group_scores(batch)
-        student = student_group_scores(student_out, batch, self.similarity_scale, self.positive_label)
-        return {"margin_mse": margin_mse(student, teacher, mask)}
+        return {"margin_mse": margin_mse(self.scores(student_out, batch), teacher, mask)}

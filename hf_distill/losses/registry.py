@@ -15,6 +15,7 @@ from torch import nn
 from .base import LossComponent
 from .emd import EMDLayerLoss
 from .embedding_mse import EmbeddingMSELoss
+from .group_contrastive import GroupContrastiveLoss
 from .in_batch_negatives import InBatchNegativesLoss
 from .layers import AttentionLoss, EmbeddingLoss, HiddenStateLoss
 from .listwise_kl import ListwiseKLLoss
@@ -45,7 +46,7 @@ def register_loss(component: type[LossComponent]) -> type[LossComponent]:
 
 for _component in (EmbeddingLoss, HiddenStateLoss, AttentionLoss, EMDLayerLoss, VirtualInteractionLoss):
     register_loss(_component)
-for _component in (MarginMSELoss, ListwiseKLLoss, InBatchNegativesLoss):  # query groups (hf_distill.ranking_groups)
+for _component in (MarginMSELoss, ListwiseKLLoss, GroupContrastiveLoss, InBatchNegativesLoss):  # query groups (hf_distill.ranking_groups)
     register_loss(_component)
 for _component in (EmbeddingMSELoss, SimilarityStructureLoss):  # embedding teachers (hf_distill.embedding_teachers)
     register_loss(_component)
