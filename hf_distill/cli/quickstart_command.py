@@ -105,11 +105,28 @@ def quickstart(argv: list[str]) -> dict[str, Any]:
     return summary
 
 
+# option -> (is it valid, what is valid): checked before the Hub, the data or the teacher's training
+_VALID_OPTIONS = {
+    "layer_weight": (lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0 (0: the teacher's logits alone)"),
+    "augment_n": (lambda v: v >= 0, "a whole number >= 0 (0: the training pairs alone)"),
+    "augment_p": (lambda v: 0 <= v <= 1, "a probability in [0, 1]"),
+    "alpha": (lambda v: 0 <= v <= 1, "a weight in [0, 1]"),
+    "temperature": (lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "teacher_epochs": (lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "teacher_lr": (lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "student_lr": (lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "student_steps": (lambda v: v >= 1, "a whole number >= 1"),
+    "student_layers": (lambda v: v >= 1, "a whole number >= 1 (at most the teacher's layers)"),
+    "max_train_samples": (lambda v: v >= 1, "a whole number >= 1"),
+}
+
+
 def _check_options(args) -> None:
-    """Refuse a bad --layer_weight in one line before the Hub, the data or the teacher's training."""
-    if not math.isfinite(args.layer_weight) or args.layer_weight < 0:
-        raise ConfigError(f"--layer_weight={args.layer_weight!r} is not valid; give a finite number >= 0 "
-                          "(0: the teacher's logits alone).")
+    """Refuse a bad number in one line before the Hub, the data or the teacher's training."""
+    for name, (valid, what) in _VALID_OPTIONS.items():
+        value = getattr(args, name)
+        if not valid(value):
+            raise ConfigError(f"--{name}={value!r} is not valid; give {what}.")
 
 
 def kd_student_name(augment_n: int, layer_weight: float = 0.0) -> str:

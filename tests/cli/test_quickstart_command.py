@@ -103,7 +103,7 @@ def test_the_usage_line_describes_the_default_kd_student():
     assert ("layers" in described) == bool(quickstart_command.LAYER_WEIGHT)  # the layer terms (LAYER_WEIGHT 1)
 
 
-def test_a_bad_layer_weight_is_one_line_before_the_hub_the_data_or_the_teacher(monkeypatch, tmp_path, capsys):
+def test_a_bad_number_is_one_line_before_the_hub_the_data_or_the_teacher(monkeypatch, tmp_path, capsys):
     import pytest
 
     from hf_distill.cli import dispatch, quickstart_command
@@ -116,6 +116,14 @@ def test_a_bad_layer_weight_is_one_line_before_the_hub_the_data_or_the_teacher(m
         [line] = capsys.readouterr().err.splitlines()
         assert line == (f"hf-distill: error: --layer_weight={float(value)!r} is not valid; give a finite number >= 0 "
                         "(0: the teacher's logits alone).")
+    bad = {"--augment_n": ("-1", "-1"), "--augment_p": ("1.5", "1.5"), "--alpha": ("2", "2.0"),
+           "--temperature": ("0", "0.0"), "--student_steps": ("0", "0"), "--student_layers": ("0", "0")}
+    for option, (value, shown) in bad.items():
+        with pytest.raises(SystemExit) as exit_info:
+            dispatch.main(["quickstart", "--model", "m", "--output_dir", str(tmp_path), option, value])
+        assert exit_info.value.code == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"hf-distill: error: {option}={shown} is not valid; give ")
 
 
 def test_the_layer_terms_go_to_the_kd_student_alone_and_layer_weight_0_keeps_the_precomputed_logits(monkeypatch, tmp_path):
