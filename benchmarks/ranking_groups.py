@@ -8,6 +8,7 @@ Every model is trained through the shipped recipes (`hf-distill train`), so the 
 - k-layer cross-encoder students (k of the teacher's layers, the recipes' `layer_strategy`): "KD" = `recipes/simplified_tinybert/wikiqa.yaml`
   with its layer terms off and the logits precomputed (pointwise hard + soft), "Margin-MSE" =
   `recipes/ranking/cross_encoder_margin_mse.yaml`, "listwise KL" = `recipes/ranking/cross_encoder_listwise_kl.yaml`;
+  on request (`--arms`), "Margin-MSE + LCE" and "listwise KL + LCE": the same recipes with `--group_ce_weight 1`;
 - "Siamese Margin-MSE": `recipes/ranking/siamese_margin_mse.yaml` from the zero-shot all-MiniLM-L6-v2 bi-encoder.
 
 All train on WikiQA train and are evaluated here on WikiQA test, TrecQA test (zero-shot) and TREC DL 2019
@@ -47,12 +48,16 @@ RESULTS = WORLD.results if SMOKE else REPO / "benchmarks" / "results"
 DOCS = WORLD.root / "docs" if SMOKE else REPO / "docs" / "results"
 NAME = "ranking_groups"
 ARMS = ("KD", "Margin-MSE", "listwise KL")
+# the grouped losses with the gold labels as well (LCE, `group_ce_weight`): pointwise KD learns from them too
+LCE_ARMS = ("Margin-MSE + LCE", "listwise KL + LCE")
 SIAMESE_ARM = "Siamese Margin-MSE"
 RECIPES = {
     "KD": ("simplified_tinybert/wikiqa.yaml",
            ["--attention_weight", "0", "--hidden_weight", "0", "--embedding_weight", "0", "--precompute_teacher_logits", "true"]),
     "Margin-MSE": ("ranking/cross_encoder_margin_mse.yaml", []),
     "listwise KL": ("ranking/cross_encoder_listwise_kl.yaml", []),
+    "Margin-MSE + LCE": ("ranking/cross_encoder_margin_mse.yaml", ["--group_ce_weight", "1"]),
+    "listwise KL + LCE": ("ranking/cross_encoder_listwise_kl.yaml", ["--group_ce_weight", "1"]),
     SIAMESE_ARM: ("ranking/siamese_margin_mse.yaml", []),
 }
 SMOKE_RUN = ["--max_steps", "2", "--per_device_eval_batch_size", "8", "--max_length", "32", "--eval_strategy", "no",
@@ -242,7 +247,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", nargs="?", default="run", choices=["run", "render"])
     parser.add_argument("--student_layers", nargs="*", type=int, default=[2, 3])
-    parser.add_argument("--arms", nargs="*", default=list(ARMS), choices=ARMS)
+    parser.add_argument("--arms", nargs="*", default=list(ARMS), choices=[*ARMS, *LCE_ARMS],
+                        help=f"cross-encoder arms (default: {', '.join(ARMS)}; also {', '.join(LCE_ARMS)})")
     parser.add_argument("--no_siamese", dest="siamese", action="store_false", help="skip the Siamese student")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--teacher", default=None, help="a fine-tuned hf_distill cross-encoder (default: trained here)")

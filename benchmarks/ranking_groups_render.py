@@ -13,7 +13,7 @@ from render_ranking import quality_cell
 # (key in a row, column title): the three collections every model is scored on, x100
 QUALITY = (("wikiqa_test_mrr@10", "WikiQA MRR@10"), ("trecqa_test_mrr@10", "TrecQA MRR@10"), ("dl19_ndcg@10", "DL19 NDCG@10"))
 DENSE = (("dl19_dense_recall@100", "DL19 dense R@100"), ("dl19_dense_ndcg@10", "DL19 dense NDCG@10"))
-GROUPED = ("Margin-MSE", "listwise KL")
+GROUPED = ("Margin-MSE", "listwise KL", "Margin-MSE + LCE", "listwise KL + LCE")  # every grouped-loss arm
 
 
 def cells(rows: list[dict]) -> dict[str, list[dict]]:

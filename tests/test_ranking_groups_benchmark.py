@@ -39,6 +39,12 @@ def test_targets_are_met_or_missed_with_their_distance():
     assert "a tie does not beat" in trecqa  # 70 = 70
 
 
+def test_an_lce_arm_counts_as_a_grouped_loss():
+    rows = [*ROWS, _row("Margin-MSE + LCE, 3 layers", "student", 0.80, 0.80, 0.62, arm="Margin-MSE + LCE", layers=3, seed=0)]
+    grouped = next(line for line in targets(rows) if line.startswith("- 3-layer best grouped"))
+    assert grouped.endswith("4.33 against 1.00: met")  # (80 + 80 + 62) / 3 = 74 against KD 69.67
+
+
 def test_render_writes_the_page_and_the_picture(tmp_path):
     results = tmp_path / "ranking_groups.json"
     results.write_text(json.dumps({"command": "python benchmarks/ranking_groups.py", "machine": "test", "rows": ROWS}))
@@ -57,12 +63,13 @@ def test_smoke_mode_runs_every_arm_and_writes_only_in_its_folder(tmp_path):
     protected = [repo / "benchmarks" / "results" / "ranking_groups.json", repo / "docs" / "results" / "ranking.md"]
     before = {p: p.stat().st_mtime_ns for p in protected if p.exists()}
     env = {**os.environ, "HF_DISTILL_SMOKE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run([sys.executable, str(repo / "benchmarks" / "ranking_groups.py"), "--smoke"], cwd=repo, env=env,
+    arms = ["KD", "Margin-MSE", "listwise KL", "Margin-MSE + LCE"]  # the default arms and one with the gold labels
+    command = [sys.executable, str(repo / "benchmarks" / "ranking_groups.py"), "--smoke", "--arms", *arms]
+    done = subprocess.run(command, cwd=repo, env=env,
                           capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads((tmp_path / "results" / "ranking_groups.json").read_text())["rows"]
-    arms = {row.get("arm") for row in rows if row["kind"] == "student"}
-    assert arms == {"KD", "Margin-MSE", "listwise KL", "Siamese Margin-MSE"}
+    assert {row.get("arm") for row in rows if row["kind"] == "student"} == {*arms, "Siamese Margin-MSE"}
     assert {"BM25", "bi-encoder minilm (zero-shot)", "bi-encoder mpnet (zero-shot)"} <= {row["model"] for row in rows}
     siamese = next(row for row in rows if row.get("arm") == "Siamese Margin-MSE")
     assert {"dl19_dense_recall@100", "dl20_dense_ndcg@10", "trecqa_test_mrr@10"} <= set(siamese)
