@@ -158,6 +158,7 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     and how it trained (train_seconds: this process's share when resumed)."""
     recipe = RECIPES / STUDENTS[student][0]
     subset = f"-{opts.max_train_sentences}sentences" if opts.max_train_sentences else ""
+    subset += f"-{opts.sampler}" if variant(student, opts) else ""
     out = w.cache / "embedding_runs" / f"{student}-{loss}-{seed}{subset}"
     argv = [str(recipe), "--teacher_name_or_path", w.teacher, "--model_name_or_path", w.minilm, "--sentence_dir", str(w.data),
             "--output_dir", str(out), "--seed", str(seed), "--cache_dir", str(w.cache / "embedding_sentences"),
@@ -166,7 +167,7 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     argv += [t for key, value in LOSSES[loss].items() for t in (f"--{key}", str(value))]
     extra = {"num_train_epochs": opts.epochs, "learning_rate": opts.lr, "per_device_train_batch_size": opts.batch,
              "max_train_sentences": opts.max_train_sentences, "max_steps": opts.max_steps, "max_length": opts.max_length,
-             "eval_steps": opts.eval_steps, "save_steps": opts.eval_steps}
+             "eval_steps": opts.eval_steps, "save_steps": opts.eval_steps, "train_sampling_strategy": opts.sampler}
     argv += [t for key, value in extra.items() if value is not None for t in (f"--{key}", str(value))]
     recipe_args, training = parse_embedding_recipe(argv)
     training.resume_from_checkpoint = resumable(out, training, RESUME_FIELDS)
@@ -179,6 +180,16 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     for checkpoint in out.glob("checkpoint-*"):  # the best one is saved in `out`: a later run starts afresh
         shutil.rmtree(checkpoint)
     return SiameseModel.from_pretrained(str(out)), trained, projection
+
+
+def variant(student: str, opts) -> str:
+    """What a row's name adds for settings other than its recipe's, so such rows stay apart: "" for the recipe's
+    own; ", random batches" for `--sampler random` (the in-batch similarity matrix then spans every data set)."""
+    import yaml
+
+    recipe = yaml.safe_load((RECIPES / STUDENTS[student][0]).read_text())
+    sampler = getattr(opts, "sampler", None)
+    return f", {sampler} batches" if sampler and sampler != recipe.get("train_sampling_strategy", "random") else ""
 
 
 def trained_projection(out: Path, state: dict) -> torch.nn.Linear | None:
@@ -227,7 +238,7 @@ def run(w: World, opts) -> dict:
     for seed in opts.seeds:  # seeds outermost: a run cut short has covered every (student, loss) once
         for student in opts.students:
             for loss in opts.losses:
-                name = f"distilled {student}"
+                name = f"distilled {student}{variant(student, opts)}"
                 if (name, loss, seed) not in done:
                     model, trained, projection = train(w, student, loss, seed, opts)
                     row = dict(model=name, layers=layers_of(model), loss=loss, seed=seed, **trained, **scorer(model))
@@ -322,6 +333,8 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=None, dest="max_steps")
     parser.add_argument("--max-length", type=int, default=None, dest="max_length")
     parser.add_argument("--eval-steps", type=int, default=None, dest="eval_steps", help="override the recipes' eval_steps (and save_steps)")
+    parser.add_argument("--sampler", default=None, choices=["random", "group_by_length"],
+                        help="override the recipes' train_sampling_strategy (rows then carry it in their name)")
     parser.add_argument("--speed-sentences", type=int, default=512, dest="speed_sentences")
     parser.add_argument("--render", action="store_true", help="only write docs/results/embedding.md from the JSON")
     parser.add_argument("--smoke", action="store_true", help="tiny random models and data (benchmarks/smoke.py), seconds")

@@ -74,3 +74,12 @@ def test_the_trained_projection_comes_from_the_best_checkpoint(tmp_path):
     torch.testing.assert_close(layer(torch.tensor([[1.0, 0.0]])), torch.tensor([[1.0, 3.0, 5.0]]))
     save_file({"0.weights": torch.ones(2)}, str(tmp_path / "checkpoint-4" / DISTILLATION_STATE_NAME))
     assert embedding.trained_projection(tmp_path, {"best_model_checkpoint": "checkpoint-4"}) is None  # no projection
+
+
+def test_a_sampler_other_than_the_recipes_names_its_rows_apart():
+    from types import SimpleNamespace
+
+    embedding = _module()
+    assert embedding.variant("l3", SimpleNamespace(sampler=None)) == ""
+    assert embedding.variant("l3", SimpleNamespace(sampler="group_by_length")) == ""  # the recipes' own
+    assert embedding.variant("l2", SimpleNamespace(sampler="random")) == ", random batches"
