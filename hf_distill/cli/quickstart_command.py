@@ -118,6 +118,8 @@ _VALID_OPTIONS = {
     "student_steps": (lambda v: v >= 1, "a whole number >= 1"),
     "student_layers": (lambda v: v >= 1, "a whole number >= 1 (at most the teacher's layers)"),
     "max_train_samples": (lambda v: v >= 1, "a whole number >= 1"),
+    "max_eval_samples": (lambda v: v is None or v >= 1, "a whole number >= 1 (default: every validation pair)"),
+    "seed": (lambda v: 0 <= v < 2**32, "a whole number in [0, 2**32 - 1]"),  # numpy's range (transformers' set_seed)
 }
 
 

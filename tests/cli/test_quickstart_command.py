@@ -126,6 +126,22 @@ def test_a_bad_number_is_one_line_before_the_hub_the_data_or_the_teacher(monkeyp
         assert line.startswith(f"hf-distill: error: {option}={shown} is not valid; give ")
 
 
+def test_the_eval_cap_and_the_seed_are_checked_before_the_hub_too(monkeypatch, tmp_path, capsys):
+    """--max_eval_samples 0 and a seed numpy refuses used to pass the check and fail after the Hub and the data."""
+    import pytest
+
+    from hf_distill.cli import dispatch, quickstart_command
+
+    monkeypatch.setattr(quickstart_command, "_hub_state", lambda *_: pytest.fail("the Hub was asked before the check"))
+    bad = {"--max_eval_samples": ("0", "a whole number >= 1"), "--seed": ("-1", "a whole number in [0, 2**32 - 1]")}
+    for option, (value, what) in bad.items():
+        with pytest.raises(SystemExit) as exit_info:
+            dispatch.main(["quickstart", "--model", "m", "--output_dir", str(tmp_path), option, value])
+        assert exit_info.value.code == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"hf-distill: error: {option}={value} is not valid; give {what}")
+
+
 def test_the_layer_terms_go_to_the_kd_student_alone_and_layer_weight_0_keeps_the_precomputed_logits(monkeypatch, tmp_path):
     """The KD student (default) reads an online teacher's layers, both loaded with eager attention; `--layer_weight 0`
     labels the logits once and adds no layer term; the no-KD student never gets a teacher or a layer term."""
