@@ -158,7 +158,7 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     and how it trained (train_seconds: this process's share when resumed)."""
     recipe = RECIPES / STUDENTS[student][0]
     subset = f"-{opts.max_train_sentences}sentences" if opts.max_train_sentences else ""
-    subset += f"-{opts.sampler}" if variant(student, opts) else ""
+    subset += variant(student, opts).replace(", ", "-").replace(" ", "")  # e.g. "-randombatches-lr3e-05"
     out = w.cache / "embedding_runs" / f"{student}-{loss}-{seed}{subset}"
     argv = [str(recipe), "--teacher_name_or_path", w.teacher, "--model_name_or_path", w.minilm, "--sentence_dir", str(w.data),
             "--output_dir", str(out), "--seed", str(seed), "--cache_dir", str(w.cache / "embedding_sentences"),
@@ -182,14 +182,25 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     return SiameseModel.from_pretrained(str(out)), trained, projection
 
 
+# option -> (the recipe key it overrides, how a row's name shows it)
+VARIANT_OPTIONS = {
+    "sampler": ("train_sampling_strategy", "{} batches"),
+    "lr": ("learning_rate", "lr {:g}"),
+    "batch": ("per_device_train_batch_size", "batch {}"),
+    "epochs": ("num_train_epochs", "{:g} epochs"),
+}
+
+
 def variant(student: str, opts) -> str:
     """What a row's name adds for settings other than its recipe's, so such rows stay apart: "" for the recipe's
-    own; ", random batches" for `--sampler random` (the in-batch similarity matrix then spans every data set)."""
+    own; e.g. ", random batches, lr 3e-05" for `--sampler random --lr 3e-5`."""
     import yaml
 
     recipe = yaml.safe_load((RECIPES / STUDENTS[student][0]).read_text())
-    sampler = getattr(opts, "sampler", None)
-    return f", {sampler} batches" if sampler and sampler != recipe.get("train_sampling_strategy", "random") else ""
+    recipe.setdefault("train_sampling_strategy", "random")
+    parts = [shown.format(value) for option, (key, shown) in VARIANT_OPTIONS.items()
+             if (value := getattr(opts, option, None)) is not None and value != recipe.get(key)]
+    return "".join(f", {part}" for part in parts)
 
 
 def trained_projection(out: Path, state: dict) -> torch.nn.Linear | None:

@@ -76,10 +76,12 @@ def test_the_trained_projection_comes_from_the_best_checkpoint(tmp_path):
     assert embedding.trained_projection(tmp_path, {"best_model_checkpoint": "checkpoint-4"}) is None  # no projection
 
 
-def test_a_sampler_other_than_the_recipes_names_its_rows_apart():
+def test_settings_other_than_the_recipes_name_their_rows_apart():
     from types import SimpleNamespace
 
     embedding = _module()
-    assert embedding.variant("l3", SimpleNamespace(sampler=None)) == ""
-    assert embedding.variant("l3", SimpleNamespace(sampler="group_by_length")) == ""  # the recipes' own
+    assert embedding.variant("l3", SimpleNamespace(sampler=None, lr=None)) == ""
+    assert embedding.variant("l3", SimpleNamespace(sampler="group_by_length", lr=1e-4, batch=64)) == ""  # the recipes' own
     assert embedding.variant("l2", SimpleNamespace(sampler="random")) == ", random batches"
+    assert embedding.variant("l3", SimpleNamespace(sampler="random", lr=3e-5, batch=64, epochs=2.0)) == \
+        ", random batches, lr 3e-05, 2 epochs"
