@@ -135,3 +135,14 @@ def test_evaluations_without_an_sts_file_fail_before_anything_loads(world, tmp_p
     off = overrides(world, tmp_path / "b", "--sts_eval_files", "null", "--early_stopping_patience", "null", "--eval_strategy",
                     "no", "--save_strategy", "no", "--load_best_model_at_end", "false")
     assert main([str(RECIPES[0]), *off]) == 0
+
+
+def test_sentence_blocks_train_in_shuffled_blocks_and_need_the_sequential_sampler(world, tmp_path, capsys):
+    args = overrides(world, tmp_path / "a", "--sentence_blocks", "4")
+    assert main([str(RECIPES[0]), *args]) == 2  # the recipes batch by length
+    assert ("sentence_blocks=4 needs train_sampling_strategy: sequential (the blocks' order), not 'group_by_length'"
+            in capsys.readouterr().err)
+    sequential = overrides(world, tmp_path / "b", "--sentence_blocks", "4", "--train_sampling_strategy", "sequential")
+    assert main([str(RECIPES[0]), *sequential]) == 0
+    with pytest.raises(ConfigError, match="sentence_blocks=0 is not valid"):
+        parse_embedding_recipe([str(RECIPES[0]), "--sentence_blocks", "0"])
