@@ -8,6 +8,7 @@ benchmarks/results/ (render.relink moves them to the page).
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Callable
 
@@ -413,7 +414,8 @@ def summary_ranking_groups() -> list[str]:
 
 
 def summary_embedding() -> list[str]:
-    """The teacher and all-MiniLM-L6-v2 zero-shot, and every (student, loss): mean ± std over seeds of STS-B test
+    """The teacher and all-MiniLM-L6-v2 zero-shot, and every (student, loss) under its recipe's settings (rows of
+    other settings, such as "distilled l3, lr 3e-05", are on the page): mean ± std over seeds of STS-B test
     Spearman, WikiQA MRR@10 and the speed-up. One line until the benchmark has rows."""
     rows = _rows("embedding")
     if not rows:
@@ -425,7 +427,7 @@ def summary_embedding() -> list[str]:
              "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
-        if row["model"].startswith(("teacher", "distilled")) or row["model"] == "all-MiniLM-L6-v2":
+        if row["model"].startswith("teacher") or re.fullmatch(r"all-MiniLM-L6-v2|distilled l\d+(, projection kept)?", row["model"]):
             groups.setdefault((row["model"], row.get("loss")), []).append(row)
     order = sorted(groups, key=lambda key: (not key[0].startswith("teacher"), key[0].startswith("distilled")))
     for model, loss in order:
