@@ -103,42 +103,37 @@ def test_the_usage_line_describes_the_default_kd_student():
     assert ("layers" in described) == bool(quickstart_command.LAYER_WEIGHT)  # the layer terms (LAYER_WEIGHT 1)
 
 
-def test_a_bad_number_is_one_line_before_the_hub_the_data_or_the_teacher(monkeypatch, tmp_path, capsys):
+def _refused_line(monkeypatch, tmp_path, capsys, option: str, value: str) -> str:
+    """The quickstart run with one bad option: exit 2 before the Hub is asked; its one error line."""
     import pytest
 
     from hf_distill.cli import dispatch, quickstart_command
 
     monkeypatch.setattr(quickstart_command, "_hub_state", lambda *_: pytest.fail("the Hub was asked before the check"))
+    with pytest.raises(SystemExit) as exit_info:
+        dispatch.main(["quickstart", "--model", "m", "--output_dir", str(tmp_path), option, value])
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    return line
+
+
+def test_a_bad_number_is_one_line_before_the_hub_the_data_or_the_teacher(monkeypatch, tmp_path, capsys):
     for value in ("-1", "nan", "inf"):
-        with pytest.raises(SystemExit) as exit_info:
-            dispatch.main(["quickstart", "--model", "m", "--output_dir", str(tmp_path), "--layer_weight", value])
-        assert exit_info.value.code == 2
-        [line] = capsys.readouterr().err.splitlines()
+        line = _refused_line(monkeypatch, tmp_path, capsys, "--layer_weight", value)
         assert line == (f"hf-distill: error: --layer_weight={float(value)!r} is not valid; give a finite number >= 0 "
                         "(0: the teacher's logits alone).")
     bad = {"--augment_n": ("-1", "-1"), "--augment_p": ("1.5", "1.5"), "--alpha": ("2", "2.0"),
            "--temperature": ("0", "0.0"), "--student_steps": ("0", "0"), "--student_layers": ("0", "0")}
     for option, (value, shown) in bad.items():
-        with pytest.raises(SystemExit) as exit_info:
-            dispatch.main(["quickstart", "--model", "m", "--output_dir", str(tmp_path), option, value])
-        assert exit_info.value.code == 2
-        [line] = capsys.readouterr().err.splitlines()
+        line = _refused_line(monkeypatch, tmp_path, capsys, option, value)
         assert line.startswith(f"hf-distill: error: {option}={shown} is not valid; give ")
 
 
 def test_the_eval_cap_and_the_seed_are_checked_before_the_hub_too(monkeypatch, tmp_path, capsys):
     """--max_eval_samples 0 and a seed numpy refuses used to pass the check and fail after the Hub and the data."""
-    import pytest
-
-    from hf_distill.cli import dispatch, quickstart_command
-
-    monkeypatch.setattr(quickstart_command, "_hub_state", lambda *_: pytest.fail("the Hub was asked before the check"))
     bad = {"--max_eval_samples": ("0", "a whole number >= 1"), "--seed": ("-1", "a whole number in [0, 2**32 - 1]")}
     for option, (value, what) in bad.items():
-        with pytest.raises(SystemExit) as exit_info:
-            dispatch.main(["quickstart", "--model", "m", "--output_dir", str(tmp_path), option, value])
-        assert exit_info.value.code == 2
-        [line] = capsys.readouterr().err.splitlines()
+        line = _refused_line(monkeypatch, tmp_path, capsys, option, value)
         assert line.startswith(f"hf-distill: error: {option}={value} is not valid; give {what}")
 
 
