@@ -168,7 +168,7 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     extra = {"num_train_epochs": opts.epochs, "learning_rate": opts.lr, "per_device_train_batch_size": opts.batch,
              "max_train_sentences": opts.max_train_sentences, "max_steps": opts.max_steps, "max_length": opts.max_length,
              "eval_steps": opts.eval_steps, "save_steps": opts.eval_steps, "train_sampling_strategy": opts.sampler,
-             "sentence_blocks": getattr(opts, "sentence_blocks", None)}
+             "train_block_size": getattr(opts, "train_block_size", None)}
     argv += [t for key, value in extra.items() if value is not None for t in (f"--{key}", str(value))]
     recipe_args, training = parse_embedding_recipe(argv)
     training.resume_from_checkpoint = resumable(out, training, RESUME_FIELDS)
@@ -189,7 +189,7 @@ VARIANT_OPTIONS = {
     "lr": ("learning_rate", "lr {:g}"),
     "batch": ("per_device_train_batch_size", "batch {}"),
     "epochs": ("num_train_epochs", "{:g} epochs"),
-    "sentence_blocks": ("sentence_blocks", "blocks of {}"),
+    "train_block_size": ("train_block_size", "blocks of {}"),
 }
 
 
@@ -350,8 +350,9 @@ def main() -> None:
     parser.add_argument("--eval-steps", type=int, default=None, dest="eval_steps", help="override the recipes' eval_steps (and save_steps)")
     parser.add_argument("--sampler", default=None, choices=["random", "group_by_length", "sequential"],
                         help="override the recipes' train_sampling_strategy (rows then carry it in their name)")
-    parser.add_argument("--sentence-blocks", type=int, default=None, dest="sentence_blocks",
-                        help="batch neighbouring sentences of the files in shuffled blocks of N (with --sampler sequential)")
+    parser.add_argument("--block-size", type=int, default=None, dest="train_block_size",
+                        help="override the recipes' train_block_size: batch neighbouring sentences of the files in "
+                             "shuffled blocks of N")
     parser.add_argument("--speed-sentences", type=int, default=512, dest="speed_sentences")
     parser.add_argument("--render", action="store_true", help="only write docs/results/embedding.md from the JSON")
     parser.add_argument("--smoke", action="store_true", help="tiny random models and data (benchmarks/smoke.py), seconds")

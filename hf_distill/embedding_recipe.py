@@ -60,11 +60,6 @@ class EmbeddingRecipeArguments:
     normalize_embeddings: bool = field(default=False, metadata={"help": "embedding_mse compares L2-normalised embeddings."})
     similarity_kind: str = field(default="kl", metadata={"help": "similarity_structure: 'kl' (row-wise) or 'mse'."})
     similarity_temperature: float = field(default=0.05, metadata={"help": "Temperature of the row-wise KL (> 0)."})
-    sentence_blocks: int | None = field(
-        default=None, metadata={"help": "Batch sentences that sit together in the data files (a pair's two sides, a "
-                                        "question and its answers): cut the sentence list into blocks of this many, "
-                                        "shuffle the blocks (seed) and train in that order; needs train_sampling_strategy: "
-                                        "sequential. null: the sampler's own order."})
     sts_eval_files: list[str] | None = field(default=None, metadata={"help": "STS jsonl files scored at every evaluation "
                                                                             "and at the end (sentence1, sentence2, score)."})
     early_stopping_patience: int | None = field(
@@ -84,9 +79,6 @@ class EmbeddingRecipeArguments:
             raise ConfigError(f"num_student_layers={self.num_student_layers} is not valid; give a positive number of layers.")
         if self.max_train_sentences is not None and self.max_train_sentences < 1:
             raise ConfigError(f"max_train_sentences={self.max_train_sentences} is not valid; give a positive number.")
-        if self.sentence_blocks is not None and self.sentence_blocks < 1:
-            raise ConfigError(f"sentence_blocks={self.sentence_blocks} is not valid; give a positive number of sentences "
-                              "(or null).")
         if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
             raise ConfigError(f"early_stopping_patience={self.early_stopping_patience} is not valid; give a positive number "
                               "of evaluations.")
@@ -235,7 +227,6 @@ def run_embedding_recipe(recipe: EmbeddingRecipeArguments, training) -> dict[str
 
     from .embedding_teachers import load_embedding_teacher
     from .model_card.models import is_hub_id
-    from .sentences import block_order
     from .teacher_embeddings import add_teacher_embeddings
     from .trainer import DistillationTrainer
 
@@ -243,9 +234,6 @@ def run_embedding_recipe(recipe: EmbeddingRecipeArguments, training) -> dict[str
     for path in recipe.sts_eval_files or []:
         if not Path(path).is_file():
             raise ConfigError(f"sts_eval_files: {path!r} is not a file; give jsonl files with sentence1, sentence2, score.")
-    if recipe.sentence_blocks and training.train_sampling_strategy != "sequential":
-        raise ConfigError(f"sentence_blocks={recipe.sentence_blocks} needs train_sampling_strategy: sequential (the "
-                          f"blocks' order), not {training.train_sampling_strategy!r}.")
     callbacks = _early_stopping(recipe, training)
     data = _sentence_data(recipe)
     teacher = load_embedding_teacher(recipe.teacher_name_or_path, pooling=recipe.teacher_pooling)
@@ -255,8 +243,6 @@ def run_embedding_recipe(recipe: EmbeddingRecipeArguments, training) -> dict[str
         with training.main_process_first(desc="teacher embeddings"):
             data = add_teacher_embeddings(data, teacher, ["sentence"], batch_size=recipe.teacher_batch_size,
                                           max_length=training.max_length, device=training.device, dtype=recipe.embedding_dtype)
-    if recipe.sentence_blocks:  # after the embeddings, whose cache is keyed by the sentences' file order
-        data = data.select(block_order(len(data), recipe.sentence_blocks, training.seed))
     online = not recipe.precompute_teacher_embeddings
     trainer = DistillationTrainer(model=student, args=training, teachers=teacher if online else None, train_dataset=data,
                                   loss_components=components, evaluators=_evaluators(recipe, training), callbacks=callbacks)

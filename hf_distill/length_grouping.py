@@ -8,6 +8,7 @@ raw-text rows of this package lack. `with_length_column` adds that column (the s
 token count of each row's texts); `LengthGroupedSampling` hands every sampler, training and
 evaluation alike, a dataset that has it (`predict` keeps the rows' order), shuffles with `seed + epoch`
 so that a resumed run draws the same batches, and the trainer keeps the column past column pruning.
+With `train_block_size` it samples whole blocks of neighbouring rows instead (`BlockSampler`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
+from .block_sampling import BlockSampler
 from .length_batching import token_lengths
 
 __all__ = [
@@ -92,9 +94,14 @@ class LengthGroupedSampling:
 
     def _get_train_sampler(self, train_dataset=None):
         dataset = train_dataset if train_dataset is not None else self.train_dataset
-        sampler = super()._get_train_sampler(with_length_column(dataset, self.processing_class, self.data_collator, self.args))
+        dataset = with_length_column(dataset, self.processing_class, self.data_collator, self.args)
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        if getattr(self.args, "train_block_size", None) and dataset is not None:
+            lengths = dataset[self.args.length_column_name] if groups_by_length(self.args) else None
+            return BlockSampler(len(dataset), self.args.train_block_size, seed, lengths,
+                                self.args.train_batch_size * self.args.gradient_accumulation_steps)
+        sampler = super()._get_train_sampler(dataset)
         if type(sampler) is LengthGroupedSampler and sampler.generator is None:
-            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
             return EpochSeededLengthGroupedSampler(sampler.batch_size, sampler.lengths, seed)
         return sampler
 

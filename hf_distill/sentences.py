@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["SENTENCE_COLUMNS", "block_order", "collect_sentences", "read_sentences"]
+__all__ = ["SENTENCE_COLUMNS", "collect_sentences", "read_sentences"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,16 +72,3 @@ def collect_sentences(
         logger.info("%s: %d new sentences", path.relative_to(root).as_posix(), len(kept) - before)
     logger.info("%d distinct sentences from %d files (%d held out)", len(kept), len(files) - len(held_out), len(held_out))
     return list(kept)
-
-
-def block_order(count: int, block: int, seed: int) -> list[int]:
-    """Row indices 0..count-1 in blocks of `block` consecutive rows, the blocks shuffled (seeded), each block's rows
-    kept in order: batches then hold sentences that sit together in the files (a pair's two sides, a question and
-    its answers), which a similarity-structure loss compares with each other."""
-    import random
-
-    if block < 1:
-        raise ValueError(f"block={block!r} is not valid; give a positive number of rows.")
-    starts = list(range(0, count, block))
-    random.Random(seed).shuffle(starts)
-    return [row for start in starts for row in range(start, min(start + block, count))]

@@ -85,6 +85,14 @@ class DistillationArguments(LossWeightArguments, TrainingArguments):
         default=1.0, metadata={"help": "Regression labels are divided by this (> 0), e.g. 5 for STS-B scores on 0-5."}
     )
     max_length: int = field(default=128, metadata={"help": "Truncation length (tokens, >= 8) of every tokenised view."})
+    train_block_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Sample training rows in shuffled blocks of this many consecutive rows (>= 1), so rows that sit "
+            "together in the data (a pair's two sides, a question and its answers) share a batch; with "
+            "train_sampling_strategy 'group_by_length' blocks of similar length batch together. None: row by row."
+        },
+    )
     # ---------------------------------------------------------------- intermediate layers
     attention_loss: str = field(
         default="mse", metadata={"help": "Attention loss: 'mse' on pre-softmax scores (TinyBERT) or 'kl' on probabilities."}
@@ -156,6 +164,7 @@ class DistillationArguments(LossWeightArguments, TrainingArguments):
             raise ValueError(f"text_columns={self.text_columns!r} is not valid; give exactly two column names.")
         _check_range("label_scale", self.label_scale, 0.0, low_open=True)
         _check_range("max_length", self.max_length, 8)
+        self._validate_block_size()
         for name in switch_arguments():
             _check_range(name, getattr(self, name), 0.0)
         _check_choice("attention_loss", self.attention_loss, ATTENTION_LOSSES)
@@ -165,6 +174,14 @@ class DistillationArguments(LossWeightArguments, TrainingArguments):
         for name in ("merge_adapters_on_save", "measure_speed_on_save"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} is not valid; give True or False.")
+
+    def _validate_block_size(self) -> None:
+        if self.train_block_size is None:
+            return
+        if not isinstance(self.train_block_size, int) or isinstance(self.train_block_size, bool) or self.train_block_size < 1:
+            raise ValueError(f"train_block_size={self.train_block_size!r} is not valid; give a whole number >= 1 (or None).")
+        _check_choice("train_sampling_strategy (with train_block_size)", self.train_sampling_strategy,
+                      ("random", "group_by_length"))
 
     def prediction_weights(self, annealing_lambda: float | None) -> tuple[float, float]:
         """(hard, soft) weights for this step: annealed lambda, else explicit weights, else alpha."""

@@ -85,5 +85,5 @@ def test_settings_other_than_the_recipes_name_their_rows_apart():
     assert embedding.variant("l2", SimpleNamespace(sampler="random")) == ", random batches"
     assert embedding.variant("l3", SimpleNamespace(sampler="random", lr=3e-5, batch=64, epochs=2.0)) == \
         ", random batches, lr 3e-05, 2 epochs"
-    assert embedding.variant("l3", SimpleNamespace(sampler="sequential", sentence_blocks=8)) == \
-        ", sequential batches, blocks of 8"
+    assert embedding.variant("l3", SimpleNamespace(sampler="random", train_block_size=8)) == \
+        ", random batches, blocks of 8"

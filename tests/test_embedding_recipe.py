@@ -137,12 +137,10 @@ def test_evaluations_without_an_sts_file_fail_before_anything_loads(world, tmp_p
     assert main([str(RECIPES[0]), *off]) == 0
 
 
-def test_sentence_blocks_train_in_shuffled_blocks_and_need_the_sequential_sampler(world, tmp_path, capsys):
-    args = overrides(world, tmp_path / "a", "--sentence_blocks", "4")
-    assert main([str(RECIPES[0]), *args]) == 2  # the recipes batch by length
-    assert ("sentence_blocks=4 needs train_sampling_strategy: sequential (the blocks' order), not 'group_by_length'"
-            in capsys.readouterr().err)
-    sequential = overrides(world, tmp_path / "b", "--sentence_blocks", "4", "--train_sampling_strategy", "sequential")
-    assert main([str(RECIPES[0]), *sequential]) == 0
-    with pytest.raises(ConfigError, match="sentence_blocks=0 is not valid"):
-        parse_embedding_recipe([str(RECIPES[0]), "--sentence_blocks", "0"])
+def test_sentences_train_in_blocks_of_neighbours_and_a_bad_block_size_exits_2(world, tmp_path, capsys):
+    args = overrides(world, tmp_path / "a", "--train_block_size", "4")
+    assert main([str(RECIPES[0]), *args]) == 0  # with the recipes' group_by_length: blocks of similar length
+    refused = overrides(world, tmp_path / "b", "--train_block_size", "4", "--train_sampling_strategy", "sequential")
+    assert main([str(RECIPES[0]), *refused]) == 2
+    assert ("train_sampling_strategy (with train_block_size)='sequential' is not valid; choose one of 'random', "
+            "'group_by_length'" in capsys.readouterr().err)

@@ -44,17 +44,3 @@ def test_bad_folders_patterns_and_files_are_refused(tree, tmp_path):
     (tree / "broken.jsonl").write_text("{not json}\n", encoding="utf-8")
     with pytest.raises(ValueError, match="broken.jsonl:1 is not valid JSON"):
         collect_sentences(tree)
-
-
-def test_block_order_shuffles_whole_blocks_and_keeps_each_blocks_rows_together():
-    from itertools import groupby
-
-    from hf_distill.sentences import block_order
-
-    order = block_order(10, 3, seed=0)
-    assert sorted(order) == list(range(10)) and order == block_order(10, 3, seed=0)  # a permutation, seeded
-    runs = [list(rows) for _, rows in groupby(order, key=lambda row: row // 3)]
-    assert sorted(runs) == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]  # every block whole, in its own order
-    assert {tuple(block_order(10, 3, seed=s)) for s in range(5)} != {tuple(range(10))}  # the blocks move
-    with pytest.raises(ValueError, match="block=0 is not valid"):
-        block_order(4, 0, seed=0)
