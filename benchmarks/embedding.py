@@ -36,6 +36,7 @@ if "--smoke" in sys.argv[1:] and not os.environ.get("HF_DISTILL_SMOKE_DIR"):  # 
 
 import torch  # noqa: E402
 from common import CACHE, DATA, REPO, RESULTS, machine, mean_std, minilm_dir, mpnet_dir, resumable  # noqa: E402
+from embedding_names import RECIPES, STUDENTS, recipe_model, variant  # noqa: E402
 
 from hf_distill.embedding_recipe import parse_embedding_recipe, run_embedding_recipe  # noqa: E402
 from hf_distill.embedding_teachers import load_embedding_teacher  # noqa: E402
@@ -45,8 +46,6 @@ from hf_distill.modeling.modeling_common import keep_layers  # noqa: E402
 from hf_distill.ranking import RankingEvaluator, load_qa_pairs  # noqa: E402
 from hf_distill.speed import time_batches  # noqa: E402
 
-RECIPES = REPO / "recipes" / "embedding"
-STUDENTS = {"l3": ("minilm_l3.yaml", 3, [0, 2, 5]), "l2": ("minilm_l2.yaml", 2, [0, 5])}
 LOSSES = {
     "mse": dict(embedding_mse_weight=1.0, similarity_structure_weight=0.0),
     "similarity": dict(embedding_mse_weight=0.0, similarity_structure_weight=1.0),
@@ -176,35 +175,12 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     state = json.loads((out / "trainer_state.json").read_text())
     trained = dict(steps=state["global_step"], epochs=round(state["epoch"], 3), train_sentences=metrics["train_sentences"],
                    validation_best=state.get("best_metric"), train_seconds=round(metrics["train_runtime"], 1),
-                   resumed=training.resume_from_checkpoint is not None, sampler=training.train_sampling_strategy)
+                   resumed=training.resume_from_checkpoint is not None, sampler=training.train_sampling_strategy,
+                   block_size=training.train_block_size)
     projection = trained_projection(out, state)
     for checkpoint in out.glob("checkpoint-*"):  # the best one is saved in `out`: a later run starts afresh
         shutil.rmtree(checkpoint)
     return SiameseModel.from_pretrained(str(out)), trained, projection
-
-
-# option -> (the recipe key it overrides, how a row's name shows it)
-VARIANT_OPTIONS = {
-    "sampler": ("train_sampling_strategy", "{} batches"),
-    "lr": ("learning_rate", "lr {:g}"),
-    "batch": ("per_device_train_batch_size", "batch {}"),
-    "epochs": ("num_train_epochs", "{:g} epochs"),
-    "train_block_size": ("train_block_size", "blocks of {}"),
-}
-
-
-def variant(student: str, opts) -> str:
-    """What a row's name adds for settings other than its recipe's, so such rows stay apart: "" for the recipe's
-    own; e.g. ", random batches, lr 3e-05" for `--sampler random --lr 3e-5`."""
-    import yaml
-
-    if getattr(opts, "smoke", False):  # smoke runs shrink every setting on tiny models: their rows name none
-        return ""
-    recipe = yaml.safe_load((RECIPES / STUDENTS[student][0]).read_text())
-    recipe.setdefault("train_sampling_strategy", "random")
-    parts = [shown.format(value) for option, (key, shown) in VARIANT_OPTIONS.items()
-             if (value := getattr(opts, option, None)) is not None and value != recipe.get(key)]
-    return "".join(f", {part}" for part in parts)
 
 
 def trained_projection(out: Path, state: dict) -> torch.nn.Linear | None:
@@ -305,13 +281,13 @@ def _targets(groups: dict) -> list[str]:
     teacher_score = mean_std([r["stsb_spearman"] for r in teacher])[0] if teacher else None
     lines = []
     for student, target in TARGETS.items():
-        arms = {loss: rows for (model, loss), rows in groups.items() if model == f"distilled {student}"}
+        arms = {loss: rows for (model, loss), rows in groups.items() if model == recipe_model(student)}
         if not arms:
             continue
         loss, rows = max(arms.items(), key=lambda item: mean_std([r["stsb_spearman"] for r in item[1]])[0])
         score, speedup = mean_std([r["stsb_spearman"] for r in rows])[0], mean_std([r["speedup"] for r in rows])[0]
         verdict = "met" if score >= target else f"missed by {target - score:.1f}"
-        line = f"- {student} (best loss `{loss}`, {len(rows)} seed{'s' if len(rows) > 1 else ''}): STS-B {score:.1f} vs target {target:.1f}: {verdict}"
+        line = f"- {recipe_model(student)} (the recipe's settings; best loss `{loss}`, {len(rows)} seed{'s' if len(rows) > 1 else ''}): STS-B {score:.1f} vs target {target:.1f}: {verdict}"
         if student == "l3" and teacher_score is not None:
             gap = teacher_score - score
             line += f"; teacher {teacher_score:.1f}, gap {gap:.1f} ({'within' if gap <= TEACHER_GAP else 'over'} {TEACHER_GAP:g})"

@@ -8,10 +8,10 @@ benchmarks/results/ (render.relink moves them to the page).
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from collections.abc import Callable
 
+from embedding_names import STUDENTS, recipe_model
 from frontier_render import RANDOM_BATCHES, arm_label
 from glue_tasks import GLUE_TASKS
 from ranking_groups_render import GROUPED, QUALITY, training_line
@@ -414,8 +414,8 @@ def summary_ranking_groups() -> list[str]:
 
 
 def summary_embedding() -> list[str]:
-    """The teacher and all-MiniLM-L6-v2 zero-shot, and every (student, loss) under its recipe's settings (rows of
-    other settings, such as "distilled l3, lr 3e-05", are on the page): mean ± std over seeds of STS-B test
+    """The teacher and all-MiniLM-L6-v2 zero-shot, and every (student, loss) under its recipe's settings as they are
+    now (`recipe_model`; rows of other settings, such as "distilled l3, lr 3e-05", are on the page): mean ± std over seeds of STS-B test
     Spearman, WikiQA MRR@10 and the speed-up. One line until the benchmark has rows."""
     rows = _rows("embedding")
     if not rows:
@@ -425,9 +425,10 @@ def summary_embedding() -> list[str]:
               "teacher's, timed in the same process."), "",
              "| model | layers | loss | seeds | STS-B test Spearman | WikiQA test MRR@10 | speed-up |",
              "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    recipe_models = {"all-MiniLM-L6-v2", *(recipe_model(s) + kept for s in STUDENTS for kept in ("", ", projection kept"))}
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
-        if row["model"].startswith("teacher") or re.fullmatch(r"all-MiniLM-L6-v2|distilled l\d+(, projection kept)?", row["model"]):
+        if row["model"].startswith("teacher") or row["model"] in recipe_models:
             groups.setdefault((row["model"], row.get("loss")), []).append(row)
     order = sorted(groups, key=lambda key: (not key[0].startswith("teacher"), key[0].startswith("distilled")))
     for model, loss in order:

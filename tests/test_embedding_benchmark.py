@@ -44,14 +44,16 @@ def test_smoke_mode_runs_every_step_into_the_smoke_folder(tmp_path):
 
 def test_targets_name_the_best_loss_its_distance_and_the_teacher_gap():
     embedding = _module()
+    l3, l2 = embedding.recipe_model("l3"), embedding.recipe_model("l2")  # the rows of the recipes as they are now
     rows = [dict(model="teacher all-mpnet-base-v2", layers=12, stsb_spearman=83.4, speedup=1.0)]
-    rows += [dict(model="distilled l3", layers=3, loss=loss, seed=s, stsb_spearman=score + s, speedup=9.0)
+    rows += [dict(model=l3, layers=3, loss=loss, seed=s, stsb_spearman=score + s, speedup=9.0)
              for loss, score in (("mse", 80.0), ("both", 81.0)) for s in (0, 1, 2)]
-    rows += [dict(model="distilled l2", layers=2, loss="mse", seed=0, stsb_spearman=80.5, speedup=12.0)]
+    rows += [dict(model=l2, layers=2, loss="mse", seed=0, stsb_spearman=80.5, speedup=12.0)]
+    rows += [dict(model="distilled l3, lr 1e-05", layers=3, loss="mse", seed=0, stsb_spearman=90.0, speedup=9.0)]  # not the recipe's
     lines = embedding._targets(embedding._groups(rows))
-    assert lines[0] == ("- l3 (best loss `both`, 3 seeds): STS-B 82.0 vs target 82.0: met; teacher 83.4, gap 1.4 (within 2); "
+    assert lines[0] == (f"- {l3} (the recipe's settings; best loss `both`, 3 seeds): STS-B 82.0 vs target 82.0: met; teacher 83.4, gap 1.4 (within 2); "
                         "speed-up 9.0x (met: >= 8x).")
-    assert lines[1] == "- l2 (best loss `mse`, 1 seed): STS-B 80.5 vs target 80.0: met."
+    assert lines[1] == f"- {l2} (the recipe's settings; best loss `mse`, 1 seed): STS-B 80.5 vs target 80.0: met."
     rows[1:7] = [dict(r, stsb_spearman=r["stsb_spearman"] - 5) for r in rows[1:7]]
     assert "missed by 5.0" in embedding._targets(embedding._groups(rows))[0]
 
@@ -76,14 +78,23 @@ def test_the_trained_projection_comes_from_the_best_checkpoint(tmp_path):
     assert embedding.trained_projection(tmp_path, {"best_model_checkpoint": "checkpoint-4"}) is None  # no projection
 
 
-def test_settings_other_than_the_recipes_name_their_rows_apart():
+def test_rows_are_named_by_how_their_settings_differ_from_the_first_recipes(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     embedding = _module()
-    assert embedding.variant("l3", SimpleNamespace(sampler=None, lr=None)) == ""
-    assert embedding.variant("l3", SimpleNamespace(sampler="group_by_length", lr=1e-4, batch=64)) == ""  # the recipes' own
-    assert embedding.variant("l2", SimpleNamespace(sampler="random")) == ", random batches"
-    assert embedding.variant("l3", SimpleNamespace(sampler="random", lr=3e-5, batch=64, epochs=2.0)) == \
-        ", random batches, lr 3e-05, 2 epochs"
-    assert embedding.variant("l3", SimpleNamespace(sampler="random", train_block_size=8)) == \
-        ", random batches, blocks of 8"
+    names = sys.modules["embedding_names"]
+    shipped = embedding.variant("l3", SimpleNamespace())  # the recipe as shipped, whatever it sets
+    assert embedding.variant("l3", SimpleNamespace(sampler="group_by_length", lr=1e-4)) == shipped
+    assert names.recipe_model("l3") == f"distilled l3{shipped}"
+    assert embedding.variant("l2", SimpleNamespace(sampler="random")).startswith(", random batches")
+    assert embedding.variant("l3", SimpleNamespace(sampler="random", lr=3e-5, batch=64, epochs=2.0, train_block_size=8)) == \
+        ", random batches, lr 3e-05, 2 epochs, blocks of 8"
+    # a recipe whose default moves away from the base names its own rows by the change: old rows keep their name
+    (tmp_path / "minilm_l3.yaml").write_text("train_sampling_strategy: group_by_length\nlearning_rate: 1.0e-4\n"
+                                             "per_device_train_batch_size: 64\nnum_train_epochs: 5\ntrain_block_size: 8\n")
+    monkeypatch.setattr(names, "RECIPES", tmp_path)
+    assert names.recipe_model("l3") == "distilled l3, blocks of 8"
+    assert embedding.variant("l3", SimpleNamespace(train_block_size=4)) == ", blocks of 4"
+    assert embedding.variant("l3", SimpleNamespace(smoke=True, train_block_size=4)) == ""  # smoke rows name nothing
+    (tmp_path / "minilm_l3.yaml").write_text("train_sampling_strategy: group_by_length\n")
+    assert names.recipe_model("l3") == "distilled l3"
