@@ -76,11 +76,11 @@ def test_each_recipe_runs_on_tiny_models_with_overrides(world, tmp_path, recipe)
     layers = yaml.safe_load(recipe.read_text())["num_student_layers"]
     assert student.config.encoder.num_hidden_layers == layers and student.encode(["a dog"]).shape == (1, 32)
     card = (tmp_path / "out" / "README.md").read_text()
-    assert "distilled from `mpnet`" in card and "`embedding_mse`" in card
+    assert "distilled from `mpnet`" in card and "`similarity_structure`" in card
 
 
 def test_online_teacher_both_losses_and_a_kept_projection(world, tmp_path):
-    extra = ["--precompute_teacher_embeddings", "false", "--similarity_structure_weight", "1", "--similarity_kind", "mse",
+    extra = ["--precompute_teacher_embeddings", "false", "--embedding_mse_weight", "1", "--similarity_kind", "mse",
              "--keep_projection", "true"]
     assert main([str(RECIPES[0]), *overrides(world, tmp_path / "out", *extra)]) == 0
     history = json.loads((tmp_path / "out" / "trainer_state.json").read_text())["log_history"]
@@ -93,7 +93,7 @@ def test_unknown_keys_and_bad_values_are_one_clear_error(world, tmp_path, capsys
         parse_embedding_recipe([str(RECIPES[0]), "--similarity_weight", "1"])
     with pytest.raises(ConfigError, match="layer_strategy='a,b' is not valid"):
         parse_embedding_recipe([str(RECIPES[0]), "--layer_strategy", "a,b"])
-    args = overrides(world, tmp_path / "out", "--embedding_mse_weight", "0")
+    args = overrides(world, tmp_path / "out", "--similarity_structure_weight", "0")
     assert main([str(RECIPES[0]), *args]) == 2
     assert "embedding_mse_weight and similarity_structure_weight are both 0" in capsys.readouterr().err
 

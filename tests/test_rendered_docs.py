@@ -171,16 +171,19 @@ def test_summary_embedding_means_per_student_and_loss(tmp_path, monkeypatch):
     def row(model, layers, stsb, speedup, **extra):
         return {"model": model, "layers": layers, "stsb_spearman": stsb, "wikiqa_mrr@10": stsb - 10, "speedup": speedup, **extra}
 
-    l3, l2 = views.recipe_model("l3"), views.recipe_model("l2")  # the rows of the recipes as they are now
+    monkeypatch.setattr(views, "recipe_model", lambda student: f"distilled {student}, blocks of 8")  # the recipes now
+    l3, l2 = "distilled l3, blocks of 8", "distilled l2, blocks of 8"
     rows = [row("teacher all-mpnet-base-v2", 12, 83.0, 1.0), row("all-MiniLM-L6-v2", 6, 82.0, 8.0),
             row("all-MiniLM-L6-v2 first 3 layers", 3, 55.0, 20.0),  # not in the summary
+            row("distilled l3", 3, 78.0, 10.0, loss="both", seed=42),  # the first recipes' settings
+            row("distilled l3, projection kept", 3, 77.0, 10.0, loss="both", seed=42),  # on the page only
             row(l3, 3, 80.0, 10.0, loss="mse", seed=42), row(l3, 3, 81.0, 11.0, loss="mse", seed=43),
             row(l3 + ", lr 1e-05", 3, 90.0, 10.0, loss="mse", seed=42),  # other settings: on the page only
             row(l2, 2, 78.0, 20.0, loss="both", seed=42)]
     (tmp_path / "embedding.json").write_text(json.dumps({"command": "python benchmarks/embedding.py", "rows": rows}))
     monkeypatch.setattr(views, "RESULTS", tmp_path)
     table = _table_rows(views.summary_embedding())
-    assert list(table) == ["teacher all-mpnet-base-v2", "all-MiniLM-L6-v2", l3, l2]
+    assert list(table) == ["teacher all-mpnet-base-v2", "all-MiniLM-L6-v2", "distilled l3", l3, l2]
     assert table["teacher all-mpnet-base-v2"] == ["12", "zero-shot", "1", "83.00", "73.00", "1.00x"]
     assert table[l3] == ["3", "mse", "2", "80.50 ± 0.71", "70.50 ± 0.71", "10.50 ± 0.71x"]
 
