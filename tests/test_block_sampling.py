@@ -55,7 +55,7 @@ def test_bad_settings_are_refused_with_the_field_and_what_is_valid(tmp_path):
         DistillationArguments(output_dir=str(tmp_path), train_block_size=4, train_sampling_strategy="sequential")
 
 
-def test_the_trainer_samples_blocks_grouped_by_length_and_resumes_exactly(tmp_path, teacher):
+def test_the_trainer_samples_blocks_grouped_by_length_and_resumes_exactly(tmp_path, teacher, monkeypatch):
     data = pair_dataset(40)
     trainer = DistillationTrainer(model=student_of(teacher), train_dataset=data, args=make_args(
         tmp_path / "s", train_block_size=4, train_sampling_strategy="group_by_length", per_device_train_batch_size=8))
@@ -70,7 +70,10 @@ def test_the_trainer_samples_blocks_grouped_by_length_and_resumes_exactly(tmp_pa
         run.train(resume_from_checkpoint=resume)
         return run
 
+    epochs: list[int] = []
+    monkeypatch.setattr(BlockSampler, "set_epoch", lambda self, epoch: (epochs.append(epoch), setattr(self, "epoch", epoch)))
     full = train(16)  # past one epoch (10 steps): the second epoch's order must match too
+    assert sorted(set(epochs)) == [0, 1]  # the Trainer reshuffles the blocks each epoch
     resumed = train(16, resume=str(tmp_path / "full" / "out" / "checkpoint-12"))
     for (name, a), (_, b) in zip(full.model.state_dict().items(), resumed.model.state_dict().items()):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=f"{name} differs after resume")
