@@ -6,7 +6,7 @@ in-batch similarity structure of `similarity_structure`) learns the fine structu
 holds such neighbours; shuffled rows mostly teach which data set a sentence comes from.
 `BlockSampler` cuts the rows into blocks of `block_size` consecutive rows and shuffles whole blocks
 with `seed + epoch` (a resumed run draws the same order). Given row lengths, it also sorts the blocks
-of each megabatch (`megabatch_batches` batches) by their longest row, as transformers'
+of each megabatch (`megabatch_batches` batches, fewer on small data) by their longest row, as transformers'
 `LengthGroupedSampler` sorts rows: a batch then holds blocks of similar length and pads little.
 """
 
@@ -28,12 +28,15 @@ class BlockSampler(Sampler[int]):
                  batch_size: int = 1, megabatch_batches: int = 50):
         for name, value in (("count", count), ("block_size", block_size), ("batch_size", batch_size),
                             ("megabatch_batches", megabatch_batches)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "count" else 1):
-                raise ValueError(f"{name}={value!r} is not valid; give a positive whole number.")
+            low = 0 if name == "count" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name}={value!r} is not valid; give a whole number >= {low}.")
         if lengths is not None and len(lengths) != count:
             raise ValueError(f"lengths has {len(lengths)} entries for count={count} rows; give one length per row.")
         self.count, self.block_size, self.seed, self.epoch = count, block_size, seed, 0
-        self.blocks_per_megabatch = max(1, megabatch_batches * batch_size // block_size)
+        # as LengthGroupedSampler: at most a quarter of the rows, else one sorted megabatch fixes every epoch's order
+        batches = max(1, min(megabatch_batches, count // (4 * batch_size)))
+        self.blocks_per_megabatch = max(1, batches * batch_size // block_size)
         self.block_lengths = None if lengths is None else self._longest_per_block(np.asarray(lengths))
 
     def _longest_per_block(self, lengths: np.ndarray) -> np.ndarray:

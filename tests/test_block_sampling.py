@@ -30,23 +30,36 @@ def test_blocks_stay_whole_and_move_with_the_seed_and_the_epoch():
 
 
 def test_with_lengths_each_megabatch_holds_the_same_blocks_sorted_by_their_longest_row():
-    lengths = [1, 9, 2, 2, 5, 1, 3, 3, 7, 7, 4, 0]  # blocks of 2: longest rows 9, 2, 5, 3, 7, 4
-    longest = [9, 2, 5, 3, 7, 4]
+    lengths = [1, 9, 2, 2, 5, 1, 3, 3, 7, 7, 4, 0, 6, 2, 8, 1]  # blocks of 2: longest rows 9, 2, 5, 3, 7, 4, 6, 8
+    longest = [9, 2, 5, 3, 7, 4, 6, 8]
     for seed in range(5):
-        plain = BlockSampler(12, 2, seed=seed).block_order()
-        grouped = BlockSampler(12, 2, seed=seed, lengths=lengths, batch_size=2, megabatch_batches=2)
+        plain = BlockSampler(16, 2, seed=seed).block_order()
+        grouped = BlockSampler(16, 2, seed=seed, lengths=lengths, batch_size=2, megabatch_batches=2)
         assert grouped.blocks_per_megabatch == 2  # 2 batches of 2 rows: 2 blocks of 2
         order = grouped.block_order()
-        for start in range(0, 6, 2):
+        for start in range(0, 8, 2):
             assert sorted(order[start : start + 2]) == sorted(plain[start : start + 2])
             assert [longest[b] for b in order[start : start + 2]] == sorted((longest[b] for b in plain[start : start + 2]),
                                                                             reverse=True)
-        assert sorted(_blocks(list(grouped), 2)) == [[i, i + 1] for i in range(0, 12, 2)]
+        assert sorted(_blocks(list(grouped), 2)) == [[i, i + 1] for i in range(0, 16, 2)]
+
+
+def test_on_small_data_megabatches_shrink_so_grouping_by_length_still_shuffles():
+    # 64 rows in batches of 4: 50 batches would make one megabatch, sorted the same way every epoch
+    sampler = BlockSampler(64, 2, seed=0, lengths=list(range(64)), batch_size=4)
+    assert sampler.blocks_per_megabatch == 8  # as LengthGroupedSampler: 64 // (4 * 4) batches of 4 rows, blocks of 2
+    orders = set()
+    for epoch in range(4):
+        sampler.set_epoch(epoch)
+        orders.add(tuple(sampler.block_order()))
+    assert len(orders) == 4
 
 
 def test_bad_settings_are_refused_with_the_field_and_what_is_valid(tmp_path):
-    with pytest.raises(ValueError, match="block_size=0 is not valid; give a positive whole number"):
+    with pytest.raises(ValueError, match="block_size=0 is not valid; give a whole number >= 1"):
         BlockSampler(4, 0, seed=0)
+    with pytest.raises(ValueError, match="count=-1 is not valid; give a whole number >= 0"):
+        BlockSampler(-1, 2, seed=0)
     with pytest.raises(ValueError, match="lengths has 3 entries for count=4 rows"):
         BlockSampler(4, 2, seed=0, lengths=[1, 2, 3])
     with pytest.raises(ValueError, match="train_block_size=0 is not valid; give a whole number >= 1"):
@@ -60,7 +73,8 @@ def test_the_trainer_samples_blocks_grouped_by_length_and_resumes_exactly(tmp_pa
     trainer = DistillationTrainer(model=student_of(teacher), train_dataset=data, args=make_args(
         tmp_path / "s", train_block_size=4, train_sampling_strategy="group_by_length", per_device_train_batch_size=8))
     sampler = trainer._get_train_sampler()
-    assert isinstance(sampler, BlockSampler) and sampler.block_lengths is not None and sampler.blocks_per_megabatch == 100
+    # 40 rows: megabatches of 40 // (4 * 8) = 1 batch of 8 rows, 2 blocks of 4 (as LengthGroupedSampler)
+    assert isinstance(sampler, BlockSampler) and sampler.block_lengths is not None and sampler.blocks_per_megabatch == 2
     assert sorted(_blocks(list(sampler), 4)) == [list(range(i, i + 4)) for i in range(0, 40, 4)]
 
     def train(max_steps, resume=None):  # a fresh student each time: only the checkpoint carries state
