@@ -8,7 +8,9 @@ and its speed-up over the teacher measured in the same process:
   starting point (the layers the recipe keeps);
 - distilled: `recipes/embedding/minilm_l3.yaml` and `minilm_l2.yaml` (every sentence of ../shared/data but
   the evaluation sets' test splits, teacher embeddings precomputed once), with the loss `mse`
-  (embedding_mse), `similarity` (similarity_structure, row-wise KL) or `both`, one row per seed.
+  (embedding_mse), `similarity` (similarity_structure, row-wise KL) or `both`, one row per seed. A row's name
+  says how its settings differ from the first recipes' (`embedding_names`): "distilled l3" batched single
+  sentences by length, "distilled l3, blocks of 8" (the recipes now) blocks of neighbouring sentences.
 
 Rows go to benchmarks/results/embedding.json as they finish; rows already there are skipped, so a run can
 stop and go on. `--render` writes docs/results/embedding.md (means over seeds, the issue's targets).
