@@ -9,6 +9,8 @@ token count of each row's texts); `LengthGroupedSampling` hands every sampler, t
 evaluation alike, a dataset that has it (`predict` keeps the rows' order), shuffles with `seed + epoch`
 so that a resumed run draws the same batches, and the trainer keeps the column past column pruning.
 With `train_block_size` it samples whole blocks of neighbouring rows instead (`BlockSampler`).
+A run resumed in the middle of an epoch sets that epoch on the sampler in several processes too
+(`get_resumed_dataloader`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from .block_sampling import BlockSampler
 from .length_batching import token_lengths
 
 __all__ = [
-    "GROUPING_STRATEGIES", "EpochSeededLengthGroupedSampler", "LengthGroupedSampling", "groups_by_length", "with_length_column",
+    "GROUPING_STRATEGIES", "EpochSeededLengthGroupedSampler", "LengthGroupedSampling", "epoch_sampler",
+    "groups_by_length", "with_length_column",
 ]
 
 GROUPING_STRATEGIES = ("group_by_length", "batch_rebalance")
@@ -88,6 +91,17 @@ class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
         return super().__iter__()
 
 
+def epoch_sampler(wrapper, depth: int = 6):
+    """The first object with `set_epoch` under `wrapper`, following the `batch_sampler` and `sampler` links
+    that torch and accelerate wrap samplers in; None when there is none."""
+    for _ in range(depth):
+        if wrapper is None or hasattr(wrapper, "set_epoch"):
+            return wrapper
+        inner = getattr(wrapper, "batch_sampler", None)
+        wrapper = inner if inner is not None else getattr(wrapper, "sampler", None)
+    return None
+
+
 class LengthGroupedSampling:
     """Trainer mixin: the length-aware samplers see the length column, whichever dataset is sampled (the
     training set, the eval set, or one given to `evaluate`); `predict` keeps the rows' order."""
@@ -104,6 +118,17 @@ class LengthGroupedSampling:
         if type(sampler) is LengthGroupedSampler and sampler.generator is None:
             return EpochSeededLengthGroupedSampler(sampler.batch_size, sampler.lengths, seed)
         return sampler
+
+    def get_resumed_dataloader(self, dataloader, num_batches):
+        """transformers' loader that skips the batches a resumed epoch has trained, whose `set_epoch` reaches the
+        sampler. In several processes accelerate nests it three wrappers deep (skip, shard, batch), one deeper
+        than `DataLoaderShard.set_epoch` and the Trainer look, and the resumed epoch would draw epoch 0's order."""
+        resumed = super().get_resumed_dataloader(dataloader, num_batches)
+        skipping = getattr(resumed, "batch_sampler", None)
+        sampler = epoch_sampler(skipping)
+        if sampler is not None and not hasattr(skipping, "set_epoch"):
+            skipping.set_epoch = sampler.set_epoch  # DataLoaderShard.set_epoch calls its batch sampler's first
+        return resumed
 
     def _get_eval_sampler(self, eval_dataset):
         return super()._get_eval_sampler(

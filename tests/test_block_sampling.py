@@ -1,4 +1,5 @@
-"""Sampling in blocks of neighbouring rows: whole blocks, shuffled per epoch, grouped by length, resumed exactly."""
+"""Sampling in blocks of neighbouring rows: whole blocks, shuffled per epoch, grouped by length, resumed exactly
+(in several processes too)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from hf_distill.block_sampling import BlockSampler
+from hf_distill.length_grouping import EpochSeededLengthGroupedSampler
 from hf_distill.trainer import DistillationTrainer
 from hf_distill.training_args import DistillationArguments
 from tests.test_trainer import make_args, pair_dataset, student_of, teacher  # noqa: F401  (fixture)
@@ -91,3 +93,36 @@ def test_the_trainer_samples_blocks_grouped_by_length_and_resumes_exactly(tmp_pa
     resumed = train(16, resume=str(tmp_path / "full" / "out" / "checkpoint-12"))
     for (name, a), (_, b) in zip(full.model.state_dict().items(), resumed.model.state_dict().items()):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=f"{name} differs after resume")
+
+
+@pytest.mark.parametrize("make_sampler", [
+    lambda: BlockSampler(32, 4, seed=0),
+    lambda: EpochSeededLengthGroupedSampler(2, lengths=[i % 7 for i in range(32)], seed=0),
+], ids=["blocks", "grouped_by_length"])
+def test_an_epoch_resumed_in_its_middle_in_several_processes_draws_that_epochs_batches(tmp_path, teacher, make_sampler):
+    """accelerate nests a resumed process's sampler skip -> shard -> batch sampler, one deeper than its
+    `set_epoch` reaches: without the trainer's hook the resumed epoch would replay epoch 0's order."""
+    from accelerate.data_loader import BatchSamplerShard, DataLoaderShard
+    from torch.utils.data import BatchSampler
+    from transformers import Trainer
+
+    trainer = DistillationTrainer(model=student_of(teacher), train_dataset=pair_dataset(32),
+                                  args=make_args(tmp_path, train_block_size=4))
+
+    def second_process_loader() -> tuple[BlockSampler, DataLoaderShard]:
+        sampler = make_sampler()
+        shard = BatchSamplerShard(BatchSampler(sampler, 2, drop_last=False), num_processes=2, process_index=1)
+        return sampler, DataLoaderShard(list(range(32)), batch_sampler=shard)
+
+    sampler, loader = second_process_loader()
+    loader.set_epoch(3)
+    uninterrupted = [batch.tolist() for batch in loader]
+    assert sampler.epoch == 3 and uninterrupted != [batch.tolist() for batch in second_process_loader()[1]]
+    sampler, loader = second_process_loader()
+    resumed = trainer.get_resumed_dataloader(loader, 3)
+    resumed.set_epoch(3)  # what the Trainer calls on the loader of the resumed epoch
+    assert sampler.epoch == 3 and [batch.tolist() for batch in resumed] == uninterrupted[3:]
+    sampler, loader = second_process_loader()
+    plain = Trainer.get_resumed_dataloader(trainer, loader, 3)
+    plain.set_epoch(3)
+    assert sampler.epoch == 0  # the reason for the hook: accelerate alone does not reach the sampler
