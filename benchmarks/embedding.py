@@ -169,7 +169,9 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     extra = {"num_train_epochs": opts.epochs, "learning_rate": opts.lr, "per_device_train_batch_size": opts.batch,
              "max_train_sentences": opts.max_train_sentences, "max_steps": opts.max_steps, "max_length": opts.max_length,
              "eval_steps": opts.eval_steps, "save_steps": opts.eval_steps, "train_sampling_strategy": opts.sampler,
-             "train_block_size": getattr(opts, "train_block_size", None)}
+             "train_block_size": getattr(opts, "train_block_size", None),
+             "early_stopping_patience": getattr(opts, "patience", None),
+             "similarity_temperature": getattr(opts, "temperature", None)}
     argv += [t for key, value in extra.items() if value is not None for t in (f"--{key}", str(value))]
     recipe_args, training = parse_embedding_recipe(argv)
     training.resume_from_checkpoint = resumable(out, training, RESUME_FIELDS)
@@ -288,11 +290,11 @@ def _targets(groups: dict) -> list[str]:
             continue
         loss, rows = max(arms.items(), key=lambda item: mean_std([r["stsb_spearman"] for r in item[1]])[0])
         score, speedup = mean_std([r["stsb_spearman"] for r in rows])[0], mean_std([r["speedup"] for r in rows])[0]
-        verdict = "met" if score >= target else f"missed by {target - score:.1f}"
-        line = f"- {recipe_model(student)} (the recipe's settings; best loss `{loss}`, {len(rows)} seed{'s' if len(rows) > 1 else ''}): STS-B {score:.1f} vs target {target:.1f}: {verdict}"
+        verdict = "met" if score >= target else f"missed by {target - score:.2f}"
+        line = f"- {recipe_model(student)} (the recipe's settings; best loss `{loss}`, {len(rows)} seed{'s' if len(rows) > 1 else ''}): STS-B {score:.2f} vs target {target:.1f}: {verdict}"
         if student == "l3" and teacher_score is not None:
             gap = teacher_score - score
-            line += f"; teacher {teacher_score:.1f}, gap {gap:.1f} ({'within' if gap <= TEACHER_GAP else 'over'} {TEACHER_GAP:g})"
+            line += f"; teacher {teacher_score:.2f}, gap {gap:.2f} ({'within' if gap <= TEACHER_GAP else 'over'} {TEACHER_GAP:g})"
             line += f"; speed-up {speedup:.1f}x ({'met' if speedup >= SPEED_TARGET else 'missed'}: >= {SPEED_TARGET:g}x)"
         lines.append(line + ".")
     return lines
@@ -331,6 +333,10 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=None, dest="train_block_size",
                         help="override the recipes' train_block_size: batch neighbouring sentences of the files in "
                              "shuffled blocks of N")
+    parser.add_argument("--patience", type=int, default=None,
+                        help="override the recipes' early_stopping_patience (evaluations without a new best)")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="override the recipes' similarity_temperature (row-wise KL)")
     parser.add_argument("--speed-sentences", type=int, default=512, dest="speed_sentences")
     parser.add_argument("--render", action="store_true", help="only write docs/results/embedding.md from the JSON")
     parser.add_argument("--smoke", action="store_true", help="tiny random models and data (benchmarks/smoke.py), seconds")

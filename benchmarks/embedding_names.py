@@ -21,10 +21,13 @@ VARIANT_OPTIONS = {
     "batch": ("per_device_train_batch_size", "batch {}"),
     "epochs": ("num_train_epochs", "{:g} epochs"),
     "train_block_size": ("train_block_size", "blocks of {}"),
+    "patience": ("early_stopping_patience", "patience {}"),
+    "temperature": ("similarity_temperature", "temperature {:g}"),
 }
 # the settings of the embedding recipes' first rows, which every name is relative to
 NAMING_BASE = {"train_sampling_strategy": "group_by_length", "learning_rate": 1e-4, "per_device_train_batch_size": 64,
-               "num_train_epochs": 5, "train_block_size": None}
+               "num_train_epochs": 5, "train_block_size": None, "early_stopping_patience": 4,
+               "similarity_temperature": 0.05}
 
 
 def variant(student: str, opts) -> str:

@@ -51,11 +51,11 @@ def test_targets_name_the_best_loss_its_distance_and_the_teacher_gap():
     rows += [dict(model=l2, layers=2, loss="mse", seed=0, stsb_spearman=80.5, speedup=12.0)]
     rows += [dict(model="distilled l3, lr 1e-05", layers=3, loss="mse", seed=0, stsb_spearman=90.0, speedup=9.0)]  # not the recipe's
     lines = embedding._targets(embedding._groups(rows))
-    assert lines[0] == (f"- {l3} (the recipe's settings; best loss `both`, 3 seeds): STS-B 82.0 vs target 82.0: met; teacher 83.4, gap 1.4 (within 2); "
+    assert lines[0] == (f"- {l3} (the recipe's settings; best loss `both`, 3 seeds): STS-B 82.00 vs target 82.0: met; teacher 83.40, gap 1.40 (within 2); "
                         "speed-up 9.0x (met: >= 8x).")
-    assert lines[1] == f"- {l2} (the recipe's settings; best loss `mse`, 1 seed): STS-B 80.5 vs target 80.0: met."
+    assert lines[1] == f"- {l2} (the recipe's settings; best loss `mse`, 1 seed): STS-B 80.50 vs target 80.0: met."
     rows[1:7] = [dict(r, stsb_spearman=r["stsb_spearman"] - 5) for r in rows[1:7]]
-    assert "missed by 5.0" in embedding._targets(embedding._groups(rows))[0]
+    assert "missed by 5.00" in embedding._targets(embedding._groups(rows))[0]
 
 
 def test_the_trained_projection_comes_from_the_best_checkpoint(tmp_path):
@@ -89,6 +89,8 @@ def test_rows_are_named_by_how_their_settings_differ_from_the_first_recipes(tmp_
     assert embedding.variant("l2", SimpleNamespace(sampler="random")).startswith(", random batches")
     assert embedding.variant("l3", SimpleNamespace(sampler="random", lr=3e-5, batch=64, epochs=2.0, train_block_size=8)) == \
         ", random batches, lr 3e-05, 2 epochs, blocks of 8"
+    assert embedding.variant("l3", SimpleNamespace(train_block_size=8, patience=8, temperature=0.02)).endswith(
+        ", patience 8, temperature 0.02")
     # a recipe whose default moves away from the base names its own rows by the change: old rows keep their name
     (tmp_path / "minilm_l3.yaml").write_text("train_sampling_strategy: group_by_length\nlearning_rate: 1.0e-4\n"
                                              "per_device_train_batch_size: 64\nnum_train_epochs: 5\ntrain_block_size: 8\n")
