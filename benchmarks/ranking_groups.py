@@ -19,6 +19,7 @@ Rows are appended to the JSON as they finish; a rerun skips the runs already the
 
     python benchmarks/ranking_groups.py --student_layers 2 3 --seeds 0 1 2      # every run (hours on 2 CPU cores)
     python benchmarks/ranking_groups.py render                                 # docs/results/ranking.md + picture
+    python benchmarks/ranking_groups.py bm25                                   # BM25's row alone (seconds, no teacher)
     python benchmarks/ranking_groups.py --smoke                                # tiny random models, seconds
 """
 
@@ -155,31 +156,58 @@ def load(folder: Path):
 class Results:
     """benchmarks/results/ranking_groups.json: settings, command, machine and one row per model run."""
 
-    def __init__(self, command: str, settings: dict):
+    def __init__(self, command: str, settings: dict | None):
+        """`settings` None keeps the file's settings and machine (a teacher-free row changes no run's settings or
+        the machine its timings were measured on)."""
         self.path = RESULTS / f"{NAME}.json"
         kept = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.rows: list[dict] = kept.get("rows", [])
-        self.payload = {"command": kept.get("command", command), "machine": machine(), "settings": settings}
+        if settings is None:
+            settings, here = kept.get("settings", {}), kept.get("machine", machine())
+        else:
+            here = machine()
+        self.payload = {"command": kept.get("command", command), "machine": here, "settings": settings}
 
     def has(self, **key) -> bool:
         return any(all(row.get(k) == v for k, v in key.items()) for row in self.rows)
 
     def add(self, row: dict) -> None:
         self.rows.append(row)
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({**self.payload, "rows": self.rows}, indent=2) + "\n")
+        self.save()
         print(f"{row['model']}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items() if isinstance(v, float)), flush=True)
 
+    def save(self) -> None:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({**self.payload, "rows": self.rows}, indent=2) + "\n")
 
-def references(results: Results, sets: dict, teacher, opts) -> None:
-    """BM25 (DL19's first stage) and the zero-shot MiniLM and MPNet bi-encoders (mean pooling, cosine)."""
-    from hf_distill import SiameseModel
+
+def bm25_reference(results: Results, sets: dict) -> None:
+    """BM25 on every collection: DL19's own first-stage run; on WikiQA and TrecQA test, which ship none,
+    `hf_distill.bm25.BM25` over each test set's candidate sentences. Added to the one BM25 row."""
+    from hf_distill.bm25 import BM25
     from hf_distill.ranking import RankingEvaluator
 
     if not results.has(model="BM25"):
         dl19, threshold = sets["dl19"]
         results.add({"model": "BM25", "kind": "reference", **RankingEvaluator(dl19, relevance_threshold=threshold,
                                                                                 name="dl19", first_stage=True)()})
+    row = next(r for r in results.rows if r["model"] == "BM25")
+    missing = [name for name in ("wikiqa_test", "trecqa_test") if f"{name}_mrr@10" not in row]
+    for name in missing:
+        data, threshold = sets[name]
+        scorer = BM25.over_candidates(data)
+        row.update(RankingEvaluator(data, relevance_threshold=threshold, name=name)(scorer))
+        row["bm25"] = (f"DL19: the collection's first-stage run; WikiQA and TrecQA: hf_distill.bm25.BM25 (k1 {scorer.k1:g}, "
+                       f"b {scorer.b:g}, lowercased words) over each test set's candidate sentences")
+    if missing:
+        results.save()
+
+
+def references(results: Results, sets: dict, teacher, opts) -> None:
+    """BM25 and the zero-shot MiniLM and MPNet bi-encoders (mean pooling, cosine)."""
+    from hf_distill import SiameseModel
+
+    bm25_reference(results, sets)
     for name in ("minilm", "mpnet"):
         label = f"bi-encoder {name} (zero-shot)"
         if not results.has(model=label, teacher_sha256=opts.teacher_sha256):  # its speed-up is over this teacher
@@ -245,7 +273,8 @@ def student_runs(results: Results, sets: dict, teacher, folder: Path, opts) -> N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", nargs="?", default="run", choices=["run", "render"])
+    parser.add_argument("command", nargs="?", default="run", choices=["run", "render", "bm25"],
+                        help="run: every missing row; render: the page from the JSON; bm25: only BM25's row (no teacher)")
     parser.add_argument("--student_layers", nargs="*", type=int, default=[2, 3])
     parser.add_argument("--arms", nargs="*", default=list(ARMS), choices=[*ARMS, *LCE_ARMS],
                         help=f"cross-encoder arms (default: {', '.join(ARMS)}; also {', '.join(LCE_ARMS)})")
@@ -265,8 +294,13 @@ def main() -> None:
         print(render(RESULTS / f"{NAME}.json", DOCS / "ranking.md", DOCS / "ranking_quality_speed.png"))
         return
     command = "python benchmarks/ranking_groups.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    results = Results(command, {k: v for k, v in vars(opts).items() if k != "command"})
+    settings = {k: v for k, v in vars(opts).items() if k != "command"}
+    results = Results(command, None if opts.command == "bm25" else settings)
     sets = collections()
+    if opts.command == "bm25":
+        bm25_reference(results, sets)
+        print(render(RESULTS / f"{NAME}.json", DOCS / "ranking.md", DOCS / "ranking_quality_speed.png"))
+        return
     folder = teacher_folder(opts)
     teacher = load(folder)
     opts.teacher_sha256 = file_sha256(folder / "model.safetensors")  # in every row that depends on the teacher

@@ -18,17 +18,21 @@ def _row(model, kind, wikiqa, trecqa, dl19, **extra):
 
 ROWS = [
     _row("teacher", "teacher", 0.80, 0.80, 0.60),
-    {"model": "BM25", "kind": "reference", "dl19_ndcg@10": 0.50},
+    {"model": "BM25", "kind": "reference", "dl19_ndcg@10": 0.50, "wikiqa_test_mrr@10": 0.55, "trecqa_test_mrr@10": 0.82,
+     "bm25": "DL19: its first-stage run"},
     _row("bi-encoder minilm (zero-shot)", "reference", 0.60, 0.70, 0.40),
     *[_row("KD, 3 layers", "student", 0.76, 0.76, 0.57, arm="KD", layers=3, seed=s, speed_up=2.0) for s in (0, 1)],
     _row("Margin-MSE, 3 layers", "student", 0.79, 0.78, 0.59, arm="Margin-MSE", layers=3, seed=0, speed_up=2.0),
-    _row("Siamese Margin-MSE, 6 layers", "student", 0.65, 0.70, 0.45, arm="Siamese Margin-MSE", layers=None, seed=0),
+    _row("Siamese Margin-MSE, 6 layers", "student", 0.65, 0.70, 0.45, arm="Siamese Margin-MSE", layers=None, seed=0,
+         **{"dl19_dense_recall@100": 0.91, "dl20_dense_ndcg@10": 0.33}),
 ]
 
 
 def test_targets_are_met_or_missed_with_their_distance():
     lines = targets(ROWS)
-    assert "teacher over BM25, DL19 NDCG@10 (points above): 10.00 against more than 0.00: met" in lines[0]
+    assert lines[0] == "- teacher over BM25, WikiQA MRR@10 (points above): 25.00 against more than 0.00: met"
+    assert lines[1] == "- teacher over BM25, TrecQA MRR@10 (points above): -2.00 against more than 0.00: missed by 2.00"
+    assert lines[2] == "- teacher over BM25, DL19 NDCG@10 (points above): 10.00 against more than 0.00: met"
     wikiqa = next(line for line in lines if line.startswith("- 3-layer best student, WikiQA"))
     assert wikiqa.endswith("98.75% against 97.00%: met")  # Margin-MSE 79 of the teacher's 80
     dl19 = next(line for line in lines if line.startswith("- 3-layer best student, DL19"))
@@ -49,8 +53,12 @@ def test_render_writes_the_page_and_the_picture(tmp_path):
     results = tmp_path / "ranking_groups.json"
     results.write_text(json.dumps({"command": "python benchmarks/ranking_groups.py", "machine": "test", "rows": ROWS}))
     text = render(results, tmp_path / "ranking.md", tmp_path / "ranking.png")
-    assert "| KD, 3 layers | 2 | 76.00 ± 0.00 | 76.00 ± 0.00 | 57.00 ± 0.00 | 69.67 | 95.0% | – | – | 2.00x |" in text
+    assert "| KD, 3 layers | 2 | 76.00 ± 0.00 | 76.00 ± 0.00 | 57.00 ± 0.00 | 69.67 | 95.0% | 2.00x |" in text
+    # the dense table lists only the models that retrieved: here the Siamese student
+    assert "| Siamese Margin-MSE, 6 layers | 1 | 91.00 | – | – | – | – | 33.00 |" in text and "| KD, 3 layers | 2 | 76" not in \
+        text.split("## Dense retrieval")[1]
     assert (tmp_path / "ranking.png").stat().st_size > 0 and (tmp_path / "ranking.md").read_text() == text
+    assert "BM25: DL19: its first-stage run." in text
 
 
 def test_smoke_mode_runs_every_arm_and_writes_only_in_its_folder(tmp_path):
@@ -71,6 +79,8 @@ def test_smoke_mode_runs_every_arm_and_writes_only_in_its_folder(tmp_path):
     rows = json.loads((tmp_path / "results" / "ranking_groups.json").read_text())["rows"]
     assert {row.get("arm") for row in rows if row["kind"] == "student"} == {*arms, "Siamese Margin-MSE"}
     assert {"BM25", "bi-encoder minilm (zero-shot)", "bi-encoder mpnet (zero-shot)"} <= {row["model"] for row in rows}
+    bm25 = next(row for row in rows if row["model"] == "BM25")
+    assert {"wikiqa_test_mrr@10", "trecqa_test_mrr@10", "dl19_ndcg@10", "bm25"} <= set(bm25)
     siamese = next(row for row in rows if row.get("arm") == "Siamese Margin-MSE")
     assert {"dl19_dense_recall@100", "dl20_dense_ndcg@10", "trecqa_test_mrr@10"} <= set(siamese)
     assert (tmp_path / "docs" / "ranking.md").is_file() and (tmp_path / "docs" / "ranking_quality_speed.png").is_file()
