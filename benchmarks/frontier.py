@@ -8,7 +8,8 @@ teacher per task (cached outside git; its sha256 in every row), and students cut
 - KD: the gold set with the teacher's logits (alpha 0.5, tau 1);
 - KD + aug: the gold set plus N TinyBERT-style augmented pairs per pair (teacher-labelled; rows
   without a gold label learn from the teacher alone);
-- layer + aug: KD + aug plus uniform-mapping layer losses (hidden, attention, embedding; weight beta).
+- layer + aug: KD + aug plus uniform-mapping layer losses (hidden, attention, embedding; weight beta);
+- EMD + aug: KD + aug plus BERT-EMD's layer losses (all layers by Earth Mover's Distance, cost attention; beta).
 
 Every arm of a (task, depth) gets the same initialisation and the same step budget (`--budget_epochs`
 over the augmented set), evaluates on the validation split every `--eval_every` steps, stops early
@@ -58,11 +59,15 @@ SNLI_HELD_OUT = 1000
 # scores about 80 F1 (two thirds of the pairs are paraphrases), so stopping on F1 kept barely trained students
 # that did just that (every augmented arm peaked at the first evaluation). Accuracy has no such free floor.
 STOP_METRIC = {"mrpc": "accuracy", "stsb": "spearman", "snli": "accuracy"}
+# arm -> soft weight alpha, whether it trains on the augmented set, and its layer mapping: None (logits only),
+# "uniform" (student layer i to teacher layer i * L / k: hidden, attention, embedding) or "emd" (BERT-EMD:
+# every layer to every layer by Earth Mover's Distance, cost attention, as `methods.bert_emd`)
 ARMS = {
-    "no KD": dict(alpha=0.0, augmented=False, layers=False),
-    "KD": dict(alpha=0.5, augmented=False, layers=False),
-    "KD + aug": dict(alpha=0.5, augmented=True, layers=False),
-    "layer + aug": dict(alpha=0.5, augmented=True, layers=True),
+    "no KD": dict(alpha=0.0, augmented=False, layers=None),
+    "KD": dict(alpha=0.5, augmented=False, layers=None),
+    "KD + aug": dict(alpha=0.5, augmented=True, layers=None),
+    "layer + aug": dict(alpha=0.5, augmented=True, layers="uniform"),
+    "EMD + aug": dict(alpha=0.5, augmented=True, layers="emd"),
 }
 ONE_LAYER_ARMS = ("no KD", "KD + aug")
 # Augmented pairs per training pair, sized so one 2-layer student run takes about 30 minutes on 2 cores.
@@ -133,7 +138,10 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
     metric = STOP_METRIC[task]
     train = sets["augmented+logits"] if settings["augmented"] else sets["gold+logits"] if settings["alpha"] > 0 else sets["gold"]
     budget = max(1, opts.budget_epochs * len(sets["augmented+logits"]) // 16)
-    layer_weights = dict(hidden_weight=opts.beta, attention_weight=opts.beta, embedding_weight=opts.beta) if settings["layers"] else {}
+    layer_weights = {
+        None: {}, "uniform": dict(hidden_weight=opts.beta, attention_weight=opts.beta, embedding_weight=opts.beta),
+        "emd": dict(emd_weight=opts.beta, embedding_weight=opts.beta, emd_smooth_weights=True),
+    }[settings["layers"]]
     folder = CACHE / "frontier" / "runs" / task / f"L{layers}" / arm.replace(" ", "_").replace("+", "plus") / str(seed)
     args = arguments(
         str(folder), task, seed, lr=opts.lr, max_steps=budget, alpha=settings["alpha"], temperature=1.0,
@@ -169,8 +177,8 @@ def train_arm(task: str, arm: str, layers: int, seed: int, teacher, sets: dict, 
 
 # what an arm's run depends on beyond its folder (task, depth, arm, seed): a checkpoint of other values is not resumed
 RESUME_FIELDS = ("learning_rate", "max_steps", "eval_steps", "save_steps", "seed", "alpha", "temperature",
-                 "hidden_weight", "attention_weight", "embedding_weight", "per_device_train_batch_size", "metric_for_best_model",
-                 "train_sampling_strategy")
+                 "hidden_weight", "attention_weight", "embedding_weight", "emd_weight", "per_device_train_batch_size",
+                 "metric_for_best_model", "train_sampling_strategy")
 
 
 def speed_of(student, teacher, pairs, seconds: float, rounds: int = 3) -> dict[str, float]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from render import mean_std
 
-ARM_ORDER = ("no KD", "KD", "KD + aug", "layer + aug")
+ARM_ORDER = ("no KD", "KD", "KD + aug", "layer + aug", "EMD + aug")
 # Rows trained on random batches (before the frontier grouped batches by length) stay apart, labelled so.
 RANDOM_BATCHES = " (random batches)"
 
@@ -100,7 +100,7 @@ def picture(rows: list[dict], task: str, path: Path) -> None:
     figure, axes = plt.subplots(figsize=(6, 4))
     teacher = statistics.fmean(r["teacher_value"] for r in task_rows)
     axes.axhline(teacher, color="black", linestyle="--", label=f"teacher (6 layers) {teacher:.1f}")
-    markers = dict(zip(ARM_ORDER, "osD^"))
+    markers = dict(zip(ARM_ORDER, "osD^v"))
     for arm in labels():
         points = [(k[1], runs) for k, runs in cells(task_rows).items() if k[2] == arm]
         if not points:
