@@ -135,8 +135,22 @@ def markdown(payload: dict) -> str:
         "validation split (best checkpoint kept) within the same step budget for every arm, and scored on the test "
         "split; speed-ups are measured in the same run as the row. Students train on batches of similar length "
         "(`train_sampling_strategy: group_by_length`); arms marked *(random batches)* ran before that and are kept "
-        "apart.\n\n" + table(rows) + "\n" + pictures + "\n"
+        "apart.\n\n" + arms_line(rows) + "\n\n" + table(rows) + "\n" + pictures + "\n"
     )
+
+
+def arms_line(rows: list[dict]) -> str:
+    """What each arm trains on, with the augmentation factor of each task as its rows record it."""
+    factors = {}
+    for row in rows:
+        if row.get("augment_n") is not None:
+            factors.setdefault(row["task"], set()).add(row["augment_n"])
+    named = ", ".join(f"{task} {'/'.join(str(n) for n in sorted(ns))}" for task, ns in factors.items())
+    return ("Arms: *no KD* (gold pairs, hard labels); *KD* (gold pairs with the teacher's logits, alpha 0.5); "
+            "*KD + aug* (the gold pairs and TinyBERT-style augmented pairs, every pair with the teacher's logits; "
+            "augmented pairs learn from the teacher alone); *layer + aug* (KD + aug and uniform-mapping layer losses: "
+            "hidden, attention, embedding); *EMD + aug* (KD + aug and BERT-EMD's layer losses). Augmented pairs per "
+            f"gold pair: {named or 'none yet'}.")
 
 
 def render(payload: dict, folder: Path) -> str:
