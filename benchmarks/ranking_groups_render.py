@@ -147,6 +147,40 @@ def teachers_line(rows: list[dict]) -> str:
         f"{sha} ({n} rows)" for sha, n in counts.items()) + "."
 
 
+# rows of the same benchmark under other settings, kept in their own files beside the main one: what was tried
+TRIED = {
+    "ranking_groups_first_layers.json": "cut from the teacher's first k layers (`layer_strategy: first`)",
+    "ranking_groups_wikiqa_only.json": "trained on WikiQA train alone (`ranking_train_dirs: null`)",
+}
+
+
+def tried_table(rows: list[dict], folder: Path) -> list[str]:
+    """Each student of the other settings' files beside the same model and seed under the recipes' settings."""
+    lines = ["| model | seed | setting | " + " | ".join(t for _, t in QUALITY) + " | mean |",
+             "| --- | ---: | --- | " + " | ".join("---:" for _ in QUALITY) + " | ---: |"]
+    for file, setting in TRIED.items():
+        path = folder / file
+        for row in json.loads(path.read_text())["rows"] if path.exists() else []:
+            if row.get("kind") != "student":
+                continue
+            shipped = [r for r in rows if r["model"] == row["model"] and r.get("seed") == row.get("seed")]
+            for label, runs in ((setting, [row]), ("the recipe's settings (above)", shipped)):
+                if runs:
+                    mean = overall(runs)
+                    values = [quality_cell(runs, k) for k, _ in QUALITY] + [f"{mean:.2f}" if mean is not None else "–"]
+                    lines.append(f"| {row['model']} | {row.get('seed')} | {label} | " + " | ".join(values) + " |")
+    return lines if len(lines) > 2 else []
+
+
+def tried_section(rows: list[dict], folder: Path) -> list[str]:
+    table_ = tried_table(rows, folder)
+    if not table_:
+        return []
+    return ["## Other settings tried", "", "The same benchmark with one setting changed (the teacher of the rows above); "
+            "each student beside the same model and seed under the recipes' settings, where that has run.", "",
+            *table_, ""]
+
+
 def bm25_line(rows: list[dict]) -> list[str]:
     """Where BM25's values come from, as its row says (nothing before the row has the field)."""
     how = next((row["bm25"] for row in rows if row.get("model") == "BM25" and row.get("bm25")), None)
@@ -191,12 +225,12 @@ def render(results: Path, page: Path, image: Path) -> str:
         f"The teacher: {teacher_trained(rows)}. Training data: {training_line(rows)} (query groups of 8, the teacher's "
         f"scores precomputed once; pointwise KD on pairs); {_starts(rows)}. Every model is "
         "scored on WikiQA test, TrecQA test and TREC DL 2019 (both zero-shot); values x100, mean ± std over seeds. "
-        "Speed-up: the same DL19 "
-        "pairs re-ranked in turns with the teacher (a bi-encoder embeds the query and every passage).", "",
+        "Speed-up: the same DL19 pairs re-ranked in turns with the teacher (a bi-encoder embeds the query and every passage).", "",
         teachers_line(rows), "", *bm25_line(rows), *table(rows), "", "## Dense retrieval", "",
         "The bi-encoders search the pool of each TREC DL collection (the union of BM25's top 100 of every query: "
         "4,297 passages for DL19, 5,396 for DL20) by cosine; relevance >= 2; values x100.", "",
         *dense_table(rows), "", "## Targets", "", *targets(rows), "", f"![quality against speed-up]({image.name})", "",
+        *tried_section(rows, results.parent),
     ])
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(text)

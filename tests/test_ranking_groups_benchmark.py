@@ -52,7 +52,13 @@ def test_an_lce_arm_counts_as_a_grouped_loss():
 def test_render_writes_the_page_and_the_picture(tmp_path):
     results = tmp_path / "ranking_groups.json"
     results.write_text(json.dumps({"command": "python benchmarks/ranking_groups.py", "machine": "test", "rows": ROWS}))
+    tried = _row("KD, 3 layers", "student", 0.70, 0.70, 0.40, arm="KD", layers=3, seed=0)  # another setting's file
+    (tmp_path / "ranking_groups_wikiqa_only.json").write_text(json.dumps({"rows": [ROWS[1], tried]}))
     text = render(results, tmp_path / "ranking.md", tmp_path / "ranking.png")
+    other = text.split("## Other settings tried")[1]
+    assert "| KD, 3 layers | 0 | trained on WikiQA train alone (`ranking_train_dirs: null`) | 70.00 | 70.00 | 40.00 | 60.00 |" in other
+    assert "| KD, 3 layers | 0 | the recipe's settings (above) | 76.00 | 76.00 | 57.00 | 69.67 |" in other
+    assert "BM25" not in other  # students only
     assert "| KD, 3 layers | 2 | 76.00 ± 0.00 | 76.00 ± 0.00 | 57.00 ± 0.00 | 69.67 | 95.0% | 2.00x |" in text
     # the dense table lists only the models that retrieved: here the Siamese student
     assert "| Siamese Margin-MSE, 6 layers | 1 | 91.00 | – | – | – | – | 33.00 |" in text and "| KD, 3 layers | 2 | 76" not in \
