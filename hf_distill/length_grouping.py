@@ -122,12 +122,15 @@ class LengthGroupedSampling:
     def get_resumed_dataloader(self, dataloader, num_batches):
         """transformers' loader that skips the batches a resumed epoch has trained, whose `set_epoch` reaches the
         sampler. In several processes accelerate nests it three wrappers deep (skip, shard, batch), one deeper
-        than `DataLoaderShard.set_epoch` and the Trainer look, and the resumed epoch would draw epoch 0's order."""
+        than `DataLoaderShard.set_epoch` and the Trainer look, and the resumed epoch would draw epoch 0's order;
+        `DataLoaderDispatcher.set_epoch` looks only at its batch sampler's `sampler`, which the skip wrapper lacks."""
         resumed = super().get_resumed_dataloader(dataloader, num_batches)
         skipping = getattr(resumed, "batch_sampler", None)
         sampler = epoch_sampler(skipping)
         if sampler is not None and not hasattr(skipping, "set_epoch"):
             skipping.set_epoch = sampler.set_epoch  # DataLoaderShard.set_epoch calls its batch sampler's first
+        if sampler is not None and not hasattr(skipping, "sampler"):
+            skipping.sampler = sampler  # DataLoaderDispatcher.set_epoch calls only its batch sampler's sampler's
         return resumed
 
     def _get_eval_sampler(self, eval_dataset):

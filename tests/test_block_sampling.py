@@ -126,3 +126,28 @@ def test_an_epoch_resumed_in_its_middle_in_several_processes_draws_that_epochs_b
     plain = Trainer.get_resumed_dataloader(trainer, loader, 3)
     plain.set_epoch(3)
     assert sampler.epoch == 0  # the reason for the hook: accelerate alone does not reach the sampler
+
+
+def test_an_epoch_resumed_in_its_middle_with_dispatched_batches_draws_that_epochs_batches(tmp_path, teacher):
+    """With `dispatch_batches`, accelerate's `DataLoaderDispatcher.set_epoch` reaches only its batch sampler's
+    `sampler`, which the skip wrapper lacks: without the trainer's hook the resumed epoch replays epoch 0's order."""
+    from accelerate import PartialState
+    from accelerate.data_loader import DataLoaderDispatcher
+    from torch.utils.data import BatchSampler
+
+    PartialState()
+    trainer = DistillationTrainer(model=student_of(teacher), train_dataset=pair_dataset(32),
+                                  args=make_args(tmp_path, train_block_size=4))
+
+    def dispatched_loader() -> tuple[BlockSampler, DataLoaderDispatcher]:
+        sampler = BlockSampler(32, 4, seed=0)
+        return sampler, DataLoaderDispatcher(list(range(32)), batch_sampler=BatchSampler(sampler, 2, drop_last=False))
+
+    sampler, loader = dispatched_loader()
+    loader.set_epoch(3)
+    uninterrupted = list(BatchSampler(sampler, 2, drop_last=False))
+    assert sampler.epoch == 3 and uninterrupted != list(BatchSampler(dispatched_loader()[0], 2, drop_last=False))
+    sampler, loader = dispatched_loader()
+    resumed = trainer.get_resumed_dataloader(loader, 3)
+    resumed.set_epoch(3)  # what the Trainer calls on the loader of the resumed epoch
+    assert sampler.epoch == 3 and list(resumed.batch_sampler) == uninterrupted[3:]
