@@ -269,7 +269,7 @@ def main() -> None:
     # pairs to 1.4x, 1.9x and 1.7x their tokens, grouped ones to about 1.02x); rows of another sampler run again
     parser.add_argument("--sampler", default="group_by_length", choices=["group_by_length", "random"],
                         help="train_sampling_strategy of every student")
-    parser.add_argument("--beta", type=float, default=0.01, help="weight of each layer loss in the 'layer + aug' arm")
+    parser.add_argument("--beta", type=float, default=0.01, help="weight of each layer loss in the 'layer + aug' and 'EMD + aug' arms")
     parser.add_argument("--speed_seconds", type=float, default=3.0)
     parser.add_argument("--max_rows", type=int, default=None, help="cut every split (quick checks)")
     parser.add_argument("--results", type=Path, default=RESULTS_JSON, help="the rows file")

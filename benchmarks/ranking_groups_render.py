@@ -164,7 +164,10 @@ def tried_table(rows: list[dict], folder: Path) -> list[str]:
             if row.get("kind") != "student":
                 continue
             shipped = [r for r in rows if r["model"] == row["model"] and r.get("seed") == row.get("seed")]
-            for label, runs in ((setting, [row]), ("the recipe's settings (above)", shipped)):
+            sha = row.get("teacher_sha256")
+            other = sha and not any(r.get("teacher_sha256") == sha for r in rows if r.get("kind") == "teacher")
+            label = f"{setting}, another teacher ({sha[:12]}…)" if other else setting
+            for label, runs in ((label, [row]), ("the recipe's settings (above)", shipped)):
                 if runs:
                     mean = overall(runs)
                     values = [quality_cell(runs, k) for k, _ in QUALITY] + [f"{mean:.2f}" if mean is not None else "–"]
@@ -176,7 +179,8 @@ def tried_section(rows: list[dict], folder: Path) -> list[str]:
     table_ = tried_table(rows, folder)
     if not table_:
         return []
-    return ["## Other settings tried", "", "The same benchmark with one setting changed (the teacher of the rows above); "
+    return ["## Other settings tried", "", "The same benchmark with one setting changed (the teacher of the rows above "
+            "unless a row names another); "
             "each student beside the same model and seed under the recipes' settings, where that has run.", "",
             *table_, ""]
 

@@ -56,8 +56,8 @@ class BM25:
             terms = bm25_terms(document)
             lengths.append(len(terms))
             frequencies.update(set(terms))
-        if not lengths:
-            raise ValueError("corpus is empty; give at least one document.")
+        if not any(lengths):
+            raise ValueError(f"corpus has no words ({len(lengths)} documents); give at least one document with a word.")
         self.documents, self.mean_length = len(lengths), sum(lengths) / len(lengths)
         self.document_frequency = dict(frequencies)
 

@@ -38,8 +38,10 @@ def test_bad_settings_name_the_field_and_what_is_valid():
         BM25(CORPUS, k1=0)
     with pytest.raises(ValueError, match=r"b=1.5 is not valid; give a number in \[0, 1\]"):
         BM25(CORPUS, b=1.5)
-    with pytest.raises(ValueError, match="corpus is empty"):
+    with pytest.raises(ValueError, match=r"corpus has no words \(0 documents\)"):
         BM25([])
+    with pytest.raises(ValueError, match=r"corpus has no words \(2 documents\)"):
+        BM25(["", "?!"])
 
 
 def test_ranking_evaluator_scores_bm25_over_the_candidates():

@@ -65,6 +65,9 @@ def test_render_writes_the_page_and_the_picture(tmp_path):
         text.split("## Dense retrieval")[1]
     assert (tmp_path / "ranking.png").stat().st_size > 0 and (tmp_path / "ranking.md").read_text() == text
     assert "BM25: DL19: its first-stage run." in text
+    (tmp_path / "ranking_groups_wikiqa_only.json").write_text(json.dumps({"rows": [dict(tried, teacher_sha256="abcdef0123456789")]}))
+    other = render(results, tmp_path / "ranking.md", tmp_path / "ranking.png").split("## Other settings tried")[1]
+    assert "trained on WikiQA train alone (`ranking_train_dirs: null`), another teacher (abcdef012345…) |" in other
 
 
 def test_smoke_mode_runs_every_arm_and_writes_only_in_its_folder(tmp_path):
