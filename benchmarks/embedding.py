@@ -180,7 +180,7 @@ def train(w: World, student: str, loss: str, seed: int, opts) -> tuple[SiameseMo
     trained = dict(steps=state["global_step"], epochs=round(state["epoch"], 3), train_sentences=metrics["train_sentences"],
                    validation_best=state.get("best_metric"), train_seconds=round(metrics["train_runtime"], 1),
                    resumed=training.resume_from_checkpoint is not None, sampler=training.train_sampling_strategy,
-                   block_size=training.train_block_size)
+                   block_size=training.train_block_size, length_buckets=training.student_length_buckets)
     projection = trained_projection(out, state)
     for checkpoint in out.glob("checkpoint-*"):  # the best one is saved in `out`: a later run starts afresh
         shutil.rmtree(checkpoint)

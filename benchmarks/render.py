@@ -58,6 +58,7 @@ TABLES = {
     "similarity_search": "render_performance:similarity_search",
     "step_breakdown": "render_performance:step_breakdown",
     "step_time": "render_performance:step_time",
+    "length_buckets": "render_performance:length_buckets",
 }
 # scripts whose results/NAME.md is not "Command / Machine / table" but a text of their own
 MARKDOWN = {"emd_summary": "render_glue:emd_summary"}

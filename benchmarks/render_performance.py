@@ -232,3 +232,18 @@ def step_time(payload: dict) -> str:
         "| --- | ---: | ---: | --- |",
         *(f"| {k} | {v:.3f} | <= {targets[k]:.2f} | {'yes' if v <= targets[k] else 'no'} |" for k, v in ratios.items()),
     ])
+
+
+# ---------------------------------------------------------------------------- length_buckets
+def length_buckets(payload: dict) -> str:
+    opts, median = _opts(payload), payload["median_ms"]
+    tokens, speed_up = payload["computed_over_real_tokens"], payload["speed_up"]
+    return "\n".join([
+        f"3-layer MiniLM Siamese student, similarity-structure loss, batch {opts.batch}, max_length {opts.seq}, blocks of 8 "
+        f"neighbouring sentences grouped by length (the embedding recipes' batches; first {opts.sentences} of their "
+        f"sentences); {opts.rounds} rounds x {opts.steps} steps (first 3 of each dropped), median ms per step.",
+        "",
+        "| student_length_buckets | median ms/step | speed-up over 1 | computed / real tokens | steps timed |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+        *(f"| {k} | {median[k]:.1f} | {speed_up[k]:.2f}x | {tokens[k]:.2f} | {len(payload['samples_ms'][k])} |" for k in median),
+    ])

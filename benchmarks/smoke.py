@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = (
     "kd_glue.py", "emd_glue.py", "emd_summary.py", "emd_fixed_point.py", "virt_glue.py", "dvbert.py",
     "ranking.py", "term_gradients.py", "inference_speed.py", "similarity_search.py", "step_time.py", "step_breakdown.py", "frontier.py",
-    "quickstart.py",
+    "quickstart.py", "length_buckets.py",
 )
 
 WORDS = (

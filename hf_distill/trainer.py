@@ -43,7 +43,9 @@ from .model_card import DistillationModelCardData, ModelCardCallback, write_card
 from .modeling import CrossEncoderModel, SiameseModel
 from .teacher_embeddings import precomputed_teacher_config
 from .teachers import TeacherLogits, freeze_teacher, load_teacher
-from .trainer_checks import check_arguments, check_columns, check_teacher_labels, check_term_weights
+from .trainer_checks import (
+    check_arguments, check_columns, check_length_buckets, check_teacher_labels, check_term_weights,
+)
 from .training_args import DistillationArguments
 from .wrappers import is_peft, unwrap_model
 
@@ -102,6 +104,7 @@ class DistillationTrainer(LengthGroupedSampling, Trainer):
         self._build_loss_components(args, student, loss_components, train_dataset)
         self._has_labels = train_dataset is None or args.label_column in columns
         self._check_prediction_inputs(args, columns)
+        check_length_buckets(args, student, self.requires)
         tokenizer = processing_class if processing_class is not None else student.tokenizer
         if data_collator is None:
             data_collator = self._default_collator(args, student, tokenizer, columns)
@@ -264,11 +267,13 @@ class DistillationTrainer(LengthGroupedSampling, Trainer):
     def loss_terms(self, model, inputs) -> tuple[dict[str, torch.Tensor], object, list]:
         """Every loss component's named terms for one batch, unweighted, with the student's and the
         teachers' outputs: what `compute_loss` weights and sums (and what a diagnostic can inspect)."""
+        buckets = self.args.student_length_buckets
         student_out = model(
             **student_view(inputs, labels=False),
             output_hidden_states="hidden_states" in self.requires,
             output_attentions="attentions" in self.requires,
             output_query_key="query_key" in self.requires,
+            **({"length_buckets": buckets} if buckets > 1 and model.training else {}),
         )
         teacher_outs = self._teacher_outputs(inputs)
         terms: dict[str, torch.Tensor] = {}

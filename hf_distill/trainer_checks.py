@@ -11,7 +11,7 @@ from .data import PairCollator, check_labels
 from .training_args import DistillationArguments
 from .wrappers import unwrap_model
 
-__all__ = ["check_arguments", "check_columns", "check_teacher_labels", "check_term_weights"]
+__all__ = ["check_arguments", "check_columns", "check_length_buckets", "check_teacher_labels", "check_term_weights"]
 
 
 def check_arguments(args, model) -> DistillationArguments:
@@ -23,6 +23,20 @@ def check_arguments(args, model) -> DistillationArguments:
     if model is None:
         raise ValueError("model=None is not valid; give the student model.")
     return args
+
+
+def check_length_buckets(args: DistillationArguments, student: nn.Module, requires: Iterable[str]) -> None:
+    """`student_length_buckets` > 1 needs a Siamese student and no loss on its layer outputs (they are not bucketed)."""
+    buckets = args.student_length_buckets
+    if buckets <= 1:
+        return
+    if not hasattr(student, "encode_side"):
+        raise ValueError(f"student_length_buckets={buckets} is not valid for a {type(student).__name__}; it encodes "
+                         "the sides of a Siamese student (SiameseModel). Give 1.")
+    layered = sorted(set(requires) & {"hidden_states", "attentions", "query_key"})
+    if layered:
+        raise ValueError(f"student_length_buckets={buckets} is not valid with losses on the student's {', '.join(layered)}; "
+                         "give 1.")
 
 
 def check_term_weights(term_weights: Mapping[str, float] | None, known: Iterable[str] | None = None) -> dict[str, float]:

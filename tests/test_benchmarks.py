@@ -247,6 +247,15 @@ def test_step_time(smoke):
     assert results["ratios"]["b/a"] == pytest.approx(median["b: precomputed logits"] / median["a: plain fine-tuning"])
 
 
+def test_length_buckets(smoke):
+    results, table = _results(smoke, "length_buckets.py")
+    assert set(results["median_ms"]) == {"1", "2", "4", "8"} and results["speed_up"]["1"] == 1.0
+    tokens = [results["computed_over_real_tokens"][k] for k in ("1", "2", "4", "8")]
+    assert tokens == sorted(tokens, reverse=True) and tokens[-1] >= 1.0  # more groups pad less, never below the real tokens
+    assert results["speed_up"]["4"] == pytest.approx(results["median_ms"]["1"] / results["median_ms"]["4"])
+    assert "| student_length_buckets |" in table
+
+
 def test_step_breakdown(smoke):
     step_breakdown = _benchmark("step_breakdown")
     METHODS, RATIOS = step_breakdown.METHODS, step_breakdown.RATIOS

@@ -151,6 +151,33 @@ def run_backbone(
     return out.last_hidden_state, internals
 
 
+def in_length_buckets(encode, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      token_type_ids: torch.Tensor | None, buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`encode(input_ids, attention_mask, token_type_ids) -> (pooled (B, d), token states (B, T, d))` run on
+    `buckets` groups of rows of similar length, each cut to its own longest row, then put back in row order.
+
+    A row's encoding does not depend on the padding after it, so the result is `encode` on the whole batch
+    (token states are zero past each group's width, where they are padding), with less padding computed: a
+    batch of mixed lengths pads every row to its longest. Left-padded batches, and batches of fewer than two
+    rows per bucket, are encoded whole.
+    """
+    rows, width = input_ids.shape
+    lengths = attention_mask.sum(dim=1)
+    right_padded = bool((attention_mask.cumprod(dim=1).sum(dim=1) == lengths).all())
+    if buckets <= 1 or rows < 2 * buckets or not right_padded:
+        return encode(input_ids, attention_mask, token_type_ids)
+    groups = torch.tensor_split(torch.argsort(lengths, stable=True), buckets)
+    pooled, states = [], []
+    for group in groups:
+        cut = max(1, int(lengths[group].max()))
+        types = token_type_ids[group, :cut] if token_type_ids is not None else None
+        vectors, tokens = encode(input_ids[group, :cut], attention_mask[group, :cut], types)
+        pooled.append(vectors)
+        states.append(F.pad(tokens, (0, 0, 0, width - cut)))
+    back = torch.argsort(torch.cat(groups))
+    return torch.cat(pooled)[back], torch.cat(states)[back]
+
+
 def detach_pooler(backbone: PreTrainedModel) -> dict | None:
     """Remove the backbone's pooler (unused pooler weights break DDP); return its dense weights if any."""
     pooler = getattr(backbone, "pooler", None)

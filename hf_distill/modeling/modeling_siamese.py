@@ -20,6 +20,7 @@ from .modeling_common import (
     TokenizerCarryingModel,
     build_backbone,
     detach_pooler,
+    in_length_buckets,
     model_type_of,
     pool_tokens,
     run_backbone,
@@ -156,8 +157,15 @@ class SiameseModel(TokenizerCarryingModel):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         output_query_key: bool = False,
+        length_buckets: int = 1,
     ) -> SiameseEncoding:
-        """Encode one side alone and pool it."""
+        """Encode one side alone and pool it. `length_buckets` > 1 encodes its rows in that many groups of similar
+        length, each padded to its own longest (`in_length_buckets`): the same embeddings, less padding; only
+        without the internals (hidden states, attentions, queries/keys)."""
+        if length_buckets > 1 and not (output_hidden_states or output_attentions or output_query_key):
+            embeddings, last_hidden_state = in_length_buckets(
+                self._pooled, input_ids, attention_mask, token_type_ids, length_buckets)
+            return SiameseEncoding(embeddings=embeddings, last_hidden_state=last_hidden_state)
         last_hidden_state, internals = run_backbone(
             self.backbone,
             input_ids,
@@ -167,10 +175,18 @@ class SiameseModel(TokenizerCarryingModel):
             output_attentions=output_attentions,
             output_query_key=output_query_key,
         )
+        return SiameseEncoding(embeddings=self._pool(last_hidden_state, attention_mask), last_hidden_state=last_hidden_state,
+                               **internals)
+
+    def _pool(self, last_hidden_state: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The sentence embeddings of token states: pooled, then through the output layer if there is one."""
         embeddings = pool_tokens(last_hidden_state, attention_mask, self.config.pooling)
-        if self.output_projection is not None:
-            embeddings = self.output_projection(embeddings)
-        return SiameseEncoding(embeddings=embeddings, last_hidden_state=last_hidden_state, **internals)
+        return self.output_projection(embeddings) if self.output_projection is not None else embeddings
+
+    def _pooled(self, input_ids, attention_mask, token_type_ids=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pooled embeddings, last hidden state) of one side, without internals."""
+        last_hidden_state, _ = run_backbone(self.backbone, input_ids, attention_mask, token_type_ids)
+        return self._pool(last_hidden_state, attention_mask), last_hidden_state
 
     def score(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
         """Apply the head to two embeddings: class logits (B, C) or cosine (B, 1).
@@ -228,13 +244,16 @@ class SiameseModel(TokenizerCarryingModel):
         output_attentions: bool | None = None,
         output_query_key: bool = False,
         return_dict: bool = True,
+        length_buckets: int = 1,
         **_unused,
     ) -> SiameseOutput:
+        """Encode each side (`length_buckets`: see `encode_side`), score the pair with the head when there are two."""
         virt = self.config.interaction == "virt" and input_ids_b is not None
         flags = dict(
             output_hidden_states=bool(output_hidden_states),
             output_attentions=bool(output_attentions),
             output_query_key=output_query_key or virt,  # the VIRT interaction reads the last layer's queries/keys
+            length_buckets=length_buckets,
         )
         side_a = self.encode_side(input_ids_a, attention_mask_a, token_type_ids_a, **flags)
         side_b = None
