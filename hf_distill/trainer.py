@@ -97,6 +97,7 @@ class DistillationTrainer(LengthGroupedSampling, Trainer):
         student = unwrap_model(model)
         if not isinstance(student, (SiameseModel, CrossEncoderModel)):
             raise ValueError(f"model={type(student).__name__} is not valid; give a SiameseModel or CrossEncoderModel.")
+        check_length_buckets(args, student)  # the student's kind now, before any teacher loads; its losses below
         columns = train_dataset.column_names if train_dataset is not None else []
         self.offline_columns = logits_columns(columns)
         self.offline_embeddings = embedding_columns(columns)  # precomputed embeddings: read by the embedding losses

@@ -25,8 +25,9 @@ def check_arguments(args, model) -> DistillationArguments:
     return args
 
 
-def check_length_buckets(args: DistillationArguments, student: nn.Module, requires: Iterable[str]) -> None:
-    """`student_length_buckets` > 1 needs a Siamese student and no loss on its layer outputs (they are not bucketed)."""
+def check_length_buckets(args: DistillationArguments, student: nn.Module, requires: Iterable[str] = ()) -> None:
+    """`student_length_buckets` > 1 needs a Siamese student and no loss on its layer outputs (they are not bucketed).
+    Without `requires` (before the teachers load and the losses are built) only the student is checked."""
     buckets = args.student_length_buckets
     if buckets <= 1:
         return

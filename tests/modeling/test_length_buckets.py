@@ -97,3 +97,11 @@ def test_bad_settings_are_refused_before_training(tmp_path, tiny_tokenizer):
     with pytest.raises(ValueError, match="student_length_buckets=2 is not valid with losses on the student's hidden_states"):
         DistillationTrainer(model=siamese, teachers=make_cross_encoder(tiny_tokenizer), train_dataset=data,
                             args=make_args(tmp_path, student_length_buckets=2, hidden_weight=1.0))
+
+
+def test_a_cross_encoder_student_is_refused_before_any_teacher_loads(tmp_path, tiny_tokenizer):
+    """The student's kind is known at once: a teacher path (here one that cannot load) is never read first."""
+    data = Dataset.from_dict({"sentence1": texts(8), "sentence2": texts(8, seed=1), "label": [0, 1] * 4})
+    with pytest.raises(ValueError, match="student_length_buckets=2 is not valid for a CrossEncoderModel"):
+        DistillationTrainer(model=make_cross_encoder(tiny_tokenizer), teachers=str(tmp_path / "no_such_teacher"),
+                            args=make_args(tmp_path, student_length_buckets=2), train_dataset=data)
