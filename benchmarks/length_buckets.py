@@ -64,12 +64,14 @@ def run_arm(data: Dataset, steps: int, batch: int, seq: int, buckets: int) -> li
 
 
 def computed_tokens(data: Dataset, tokenizer, steps: int, batch: int, seq: int) -> dict[int, float]:
-    """Tokens each arm computes over the batches' real tokens: every group padded to its own longest row."""
+    """Tokens each arm computes over the batches' real tokens: every group padded to its own longest row (a batch
+    of fewer than two rows per group padded whole, as `in_length_buckets` does)."""
     lengths = token_lengths(tokenizer, [data["sentence"]], seq)
     order = list(BlockSampler(len(data), 8, 0, lengths.tolist(), batch))
     batches = [torch.as_tensor(lengths[order[i: i + batch]]) for i in range(0, steps * batch, batch)]
     real = sum(int(b.sum()) for b in batches)
-    padded = {k: sum(int(g.max()) * len(g) for b in batches for g in torch.tensor_split(b.sort().values, k)) for k in BUCKETS}
+    padded = {k: sum(int(g.max()) * len(g) for b in batches
+                     for g in torch.tensor_split(b.sort().values, k if len(b) >= 2 * k else 1)) for k in BUCKETS}
     return {k: padded[k] / real for k in BUCKETS}
 
 

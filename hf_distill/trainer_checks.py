@@ -34,6 +34,9 @@ def check_length_buckets(args: DistillationArguments, student: nn.Module, requir
     if not hasattr(student, "encode_side"):
         raise ValueError(f"student_length_buckets={buckets} is not valid for a {type(student).__name__}; it encodes "
                          "the sides of a Siamese student (SiameseModel). Give 1.")
+    if getattr(student.config, "interaction", "none") == "virt":
+        raise ValueError(f"student_length_buckets={buckets} is not valid for a student with interaction='virt' (its "
+                         "interaction reads each side's last-layer queries and keys, which are not bucketed); give 1.")
     layered = sorted(set(requires) & {"hidden_states", "attentions", "query_key"})
     if layered:
         raise ValueError(f"student_length_buckets={buckets} is not valid with losses on the student's {', '.join(layered)}; "

@@ -105,3 +105,10 @@ def test_a_cross_encoder_student_is_refused_before_any_teacher_loads(tmp_path, t
     with pytest.raises(ValueError, match="student_length_buckets=2 is not valid for a CrossEncoderModel"):
         DistillationTrainer(model=make_cross_encoder(tiny_tokenizer), teachers=str(tmp_path / "no_such_teacher"),
                             args=make_args(tmp_path, student_length_buckets=2), train_dataset=data)
+
+
+def test_a_virt_student_is_refused(tmp_path, tiny_tokenizer):
+    data = Dataset.from_dict({"sentence1": texts(8), "sentence2": texts(8, seed=1), "label": [0, 1] * 4})
+    virt = make_siamese(tiny_tokenizer, num_labels=2, interaction="virt")
+    with pytest.raises(ValueError, match="student_length_buckets=2 is not valid for a student with interaction='virt'"):
+        DistillationTrainer(model=virt, args=make_args(tmp_path, student_length_buckets=2), train_dataset=data)
